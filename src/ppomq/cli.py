@@ -1,0 +1,65 @@
+"""`ppomq` command line: one subcommand per module in ppomq.commands.
+
+Command modules keep heavy imports (torch, gymnasium) inside their run functions so that
+`ppomq --help` and the CLI's Redis verbs start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .errors import UsageError, UserError
+
+# Subcommand modules, in the order `ppomq --help` lists them. Each has register(subparsers).
+COMMAND_MODULES = (
+    "train",
+    "learner",
+    "actor",
+    "weightserver",
+    "weights",
+    "eval",
+    "status",
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for every usage error
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ppomq", description="Distributed IMPALA-style PPO over ZeroMQ.")
+    parser.add_argument("--version", action="version", version=f"ppomq {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"ppomq.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"ppomq.commands.{name}":
+                raise
+            continue  # not built yet
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
+        return int(args.func(args) or 0)
+    except UserError as exc:
+        print(f"ppomq: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per `ppomq` subcommand; each exposes `register(subparsers)`."""

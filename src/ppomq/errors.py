@@ -1,0 +1,25 @@
+"""User-facing errors: each becomes one line on stderr and a documented exit code."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem the user can fix; the message says how. Never shown with a traceback."""
+
+    exit_code = 1
+
+
+class UsageError(UserError):
+    exit_code = 2
+
+
+class NotFoundError(UserError):
+    """No such run or version (exit 3)."""
+
+    exit_code = 3
+
+
+class RedisUnavailableError(UserError):
+    """Redis could not be reached or refused us (exit 4)."""
+
+    exit_code = 4

@@ -1,0 +1,221 @@
+"""The one settings model: defaults < config file (TOML) < `PPOMQ_*` variables < flags.
+
+A field's name is its name everywhere: `--max-staleness` on the command line,
+`PPOMQ_MAX_STALENESS` in the environment (compose, k8s), `max_staleness` in a config file.
+Each service takes the groups it needs; a field is defined once, in its group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import UsageError
+
+ENV_PREFIX = "PPOMQ_"
+S = TypeVar("S", bound=BaseSettings)
+
+
+class _Group(BaseSettings):
+    """Base of every settings group, so that all of them read `PPOMQ_*` the same way."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
+    )
+
+
+class CommonSettings(_Group):
+    """What every ppomq process needs."""
+
+    run_id: str = Field(
+        "default", pattern=r"^[A-Za-z0-9_.-]{1,64}$", description="Run name; Redis key prefix."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="Log verbosity."
+    )
+    log_json: bool = Field(False, description="Log one JSON object per line.")
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="Prometheus /metrics port; 0 turns it off."
+    )
+
+
+class RedisSettings(_Group):
+    redis_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="Redis URL (redis://[user:password@]host:port/db).",
+    )
+
+
+class EnvSettings(_Group):
+    env_id: str = Field("CartPole-v1", description="Gymnasium environment id.")
+    num_envs: int = Field(8, ge=1, le=4096, description="Environments per actor (N).")
+    num_steps: int = Field(32, ge=1, le=100_000, description="Steps per rollout (T).")
+    seed: int = Field(1, ge=0, description="Run seed; env and torch seeds derive from it.")
+
+
+class TransportSettings(_Group):
+    rollout_hwm: int = Field(
+        4, ge=1, description="Rollout batches queued per socket before senders block."
+    )
+    heartbeat_ivl_ms: int = Field(1000, ge=0, description="ZeroMQ heartbeat interval; 0 off.")
+    heartbeat_timeout_ms: int = Field(5000, ge=0, description="A peer silent this long is dropped.")
+    max_message_bytes: int = Field(
+        256 << 20, ge=1 << 16, description="Largest rollout message accepted (bytes)."
+    )
+
+
+class WeightStoreSettings(_Group):
+    keep_versions: int = Field(
+        20, ge=1, description="Weight versions kept in Redis (plus protected ones)."
+    )
+
+
+class WeightserverSettings(CommonSettings, RedisSettings, WeightStoreSettings):
+    """`ppomq weightserver`."""
+
+    bind: str = Field("tcp://*:5556", description="Where the weightserver answers actors.")
+    poll_interval_s: float = Field(
+        1.0, gt=0, description="Fallback poll of Redis when no announcement arrives."
+    )
+
+
+def _flag_type(annotation: Any) -> tuple[Any, list[str] | None]:
+    """argparse `type` and `choices` for a field annotation."""
+    origin = typing.get_origin(annotation)
+    if origin is Literal:
+        choices = list(typing.get_args(annotation))
+        return type(choices[0]), [str(c) for c in choices]
+    if origin in (types.UnionType, typing.Union):
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _flag_type(inner[0])
+    if origin in (list, tuple):
+        return str, None  # comma-separated; the model splits it
+    return annotation, None
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser, cls: type[BaseSettings]) -> None:
+    """One `--kebab-name` flag per field, documented, with no argparse default.
+
+    Unset flags stay absent so that lower layers (env, config file, defaults) show through.
+    """
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="TOML file of settings (same names as the flags, with underscores).",
+    )
+    for name, info in cls.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        kind, choices = _flag_type(info.annotation)
+        default = info.default
+        doc = f"{info.description or ''} [env {ENV_PREFIX}{name.upper()}; default: {default}]"
+        if kind is bool:
+            parser.add_argument(
+                flag,
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=doc,
+            )
+        else:
+            parser.add_argument(
+                flag,
+                dest=name,
+                type=str if choices else kind,
+                choices=choices,
+                default=argparse.SUPPRESS,
+                metavar=None if choices else name.upper(),
+                help=doc,
+            )
+
+
+def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"config file {path} not found; check the --config path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
+    # A file may hold one table per service ([learner], [actor]...) or flat keys.
+    return {k: v for k, v in data.items() if not isinstance(v, dict)}
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """The first problem, on one line, naming the setting as the user would type it."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ())) or "settings"
+    flag = "--" + loc.replace("_", "-")
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    return f"setting {loc} ({flag} / {ENV_PREFIX}{loc.upper()}): {err['msg']}{shown}"
+
+
+def load_settings(
+    cls: type[S], flags: dict[str, Any] | None = None, config_file: str | None = None
+) -> S:
+    """Build `cls` from the four layers; a bad value is a one-line `UsageError`."""
+    flags = dict(flags or {})
+    config_file = flags.pop("config", None) or config_file or os.environ.get(ENV_PREFIX + "CONFIG")
+    file_values: dict[str, Any] = {}
+    if config_file:
+        file_values = {k: v for k, v in _read_config(config_file).items() if k in cls.model_fields}
+
+    class _Layered(cls):  # type: ignore[valid-type,misc]
+        @classmethod
+        def settings_customise_sources(cls_, settings_cls, init_settings, env_settings, **_):
+            return (init_settings, env_settings, lambda: file_values)
+
+    _Layered.__name__ = cls.__name__
+    try:
+        loaded = _Layered(**flags)
+    except ValidationError as exc:
+        raise UsageError(format_validation_error(exc)) from None
+    return cls.model_validate(loaded.model_dump())
+
+
+def settings_env(settings: BaseSettings) -> dict[str, str]:
+    """The `PPOMQ_*` variables that reproduce `settings` in a child process."""
+    out = {}
+    for name, value in settings.model_dump().items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            text = ",".join(str(v) for v in value)
+        else:
+            text = str(value)
+        out[ENV_PREFIX + name.upper()] = text
+    return out
+
+
+def settings_snapshot(settings: BaseSettings) -> dict[str, Any]:
+    """JSON-ready dict of every field (what a run dir records)."""
+    return settings.model_dump(mode="json")
+
+
+def ensure_dir(path: str | os.PathLike[str]) -> Path:
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+__all__ = [
+    "CommonSettings",
+    "EnvSettings",
+    "RedisSettings",
+    "TransportSettings",
+    "WeightStoreSettings",
+    "WeightserverSettings",
+    "add_settings_arguments",
+    "load_settings",
+    "settings_env",
+    "settings_snapshot",
+]
