@@ -15,7 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import UsageError
@@ -87,6 +87,124 @@ class WeightserverSettings(CommonSettings, RedisSettings, WeightStoreSettings):
     )
 
 
+class PPOSettings(_Group):
+    """PPO hyperparameters; defaults are rl-baselines3-zoo's CartPole-v1 settings."""
+
+    mode: Literal["async", "sync"] = Field(
+        "async",
+        description="async: IMPALA-style, batches up to --max-staleness versions old; "
+        "sync: one fresh batch from each actor per version (exact synchronous PPO).",
+    )
+    max_staleness: int = Field(
+        2, ge=0, description="Oldest accepted batch, in versions behind the learner (async)."
+    )
+    batch_samples: int = Field(
+        256, ge=1, description="Samples (steps x envs) per PPO update in async mode."
+    )
+    gamma: float = Field(0.98, gt=0, le=1, description="Discount factor.")
+    gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda.")
+    learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
+    anneal_lr: bool = Field(True, description="Anneal the learning rate to 0 at --total-steps.")
+    update_epochs: int = Field(20, ge=1, description="Passes over each batch per update.")
+    num_minibatches: int = Field(1, ge=1, description="Minibatches per epoch.")
+    clip_coef: float = Field(0.2, gt=0, description="PPO surrogate clip range.")
+    clip_vloss: bool = Field(False, description="Clip the value loss as the policy is clipped.")
+    norm_adv: bool = Field(True, description="Normalize advantages per minibatch.")
+    ent_coef: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
+    vf_coef: float = Field(0.5, ge=0, description="Value loss coefficient.")
+    max_grad_norm: float = Field(0.5, gt=0, description="Global gradient-norm clip.")
+    target_kl: float | None = Field(
+        None, gt=0, description="Stop an update's epochs early above this approx-KL."
+    )
+    hidden_sizes: str = Field("64,64", description="Hidden layer sizes, comma-separated.")
+
+    @property
+    def hidden(self) -> list[int]:
+        return [int(h) for h in self.hidden_sizes.split(",") if h.strip()]
+
+
+class RunSettings(_Group):
+    """Where a run lives and when it stops."""
+
+    run_dir: str = Field(
+        "",
+        description="Run directory (events, checkpoints, summary); empty: runs/RUN_ID for a "
+        "learner (so a restart resumes), runs/RUN_ID-TIMESTAMP for `ppomq train`.",
+    )
+    actors: int = Field(
+        2, ge=1, le=1024, description="Actor processes (train) / actors per version (sync)."
+    )
+    total_steps: int = Field(
+        100_000, ge=0, description="Stop after this many env steps; 0 means no limit."
+    )
+    duration_s: float = Field(0.0, ge=0, description="Stop after this many seconds; 0: no limit.")
+    target_return: float | None = Field(
+        None, description="Stop once the mean of the last 20 episodes reaches this."
+    )
+    checkpoint_every: int = Field(50, ge=1, description="Checkpoint every this many versions.")
+    eval_episodes: int = Field(
+        20, ge=0, description="Greedy evaluation episodes when the run ends; 0 skips it."
+    )
+
+
+class LearnerSettings(
+    CommonSettings,
+    RedisSettings,
+    EnvSettings,
+    TransportSettings,
+    WeightStoreSettings,
+    PPOSettings,
+    RunSettings,
+):
+    """`ppomq learner`."""
+
+    rollout_bind: str = Field("tcp://*:5555", description="Where the learner receives rollouts.")
+    queue_batches: int = Field(
+        16, ge=1, description="Decoded batches buffered between receiving and training."
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> LearnerSettings:
+        if self.mode == "sync" and self.max_staleness != 0:
+            object.__setattr__(self, "max_staleness", 0)
+        if self.max_staleness >= self.keep_versions:
+            raise ValueError(
+                f"max_staleness {self.max_staleness} needs at least {self.max_staleness + 1} "
+                f"kept versions; raise --keep-versions or lower --max-staleness"
+            )
+        return self
+
+
+class ActorLoopSettings(_Group):
+    """How an actor steps its envs and talks to the weightserver."""
+
+    vectorization: Literal["sync", "async"] = Field(
+        "sync", description="Step envs in this process (sync) or in subprocesses (async)."
+    )
+    weights_timeout_ms: int = Field(2000, ge=1, description="Weightserver request timeout.")
+
+
+class ActorSettings(CommonSettings, EnvSettings, TransportSettings, ActorLoopSettings):
+    """`ppomq actor`."""
+
+    mode: Literal["async", "sync"] = Field(
+        "async", description="sync: wait for a new version after every batch."
+    )
+    actor_index: int = Field(0, ge=0, description="This actor's index (seeds derive from it).")
+    learner_addr: str = Field("tcp://127.0.0.1:5555", description="The learner's rollout endpoint.")
+    weightserver_addr: str = Field("tcp://127.0.0.1:5556", description="A weightserver endpoint.")
+
+
+class TrainSettings(LearnerSettings, ActorLoopSettings):
+    """`ppomq train`: every learner and actor setting, plus how to run them locally."""
+
+    redis_url: str | None = Field(  # type: ignore[assignment]
+        None, description="Use this Redis instead of starting an embedded redis-server."
+    )
+    restart_actors: bool = Field(True, description="Restart an actor that crashes.")
+    progress: bool = Field(True, description="Show live progress on the terminal.")
+
+
 def _flag_type(annotation: Any) -> tuple[Any, list[str] | None]:
     """argparse `type` and `choices` for a field annotation."""
     origin = typing.get_origin(annotation)
@@ -152,11 +270,14 @@ def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
 def format_validation_error(exc: ValidationError) -> str:
     """The first problem, on one line, naming the setting as the user would type it."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err.get("loc", ())) or "settings"
-    flag = "--" + loc.replace("_", "-")
+    msg = err["msg"].removeprefix("Value error, ")
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    if not loc:
+        return f"settings: {msg}"
     value = err.get("input")
     shown = "" if isinstance(value, dict) else f" (got {value!r})"
-    return f"setting {loc} ({flag} / {ENV_PREFIX}{loc.upper()}): {err['msg']}{shown}"
+    flag = "--" + loc.replace("_", "-")
+    return f"setting {loc} ({flag} / {ENV_PREFIX}{loc.upper()}): {msg}{shown}"
 
 
 def load_settings(
@@ -186,6 +307,8 @@ def settings_env(settings: BaseSettings) -> dict[str, str]:
     """The `PPOMQ_*` variables that reproduce `settings` in a child process."""
     out = {}
     for name, value in settings.model_dump().items():
+        if value is None:
+            continue  # every optional field defaults to None: unset means the same
         if isinstance(value, bool):
             text = "true" if value else "false"
         elif isinstance(value, list | tuple):

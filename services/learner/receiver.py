@@ -1,0 +1,91 @@
+"""The receiving thread: drains the rollout socket into a bounded queue while PPO trains.
+
+Validation happens here, at the door: a message that fails `decode` is counted by reason
+and dropped; only valid batches reach the queue. When the queue is full this thread stops
+reading, the socket's high-water mark fills, and actors block: backpressure, not loss.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from ppomq.proto import DecodeError, RolloutBatch, RolloutSpec, SeqTracker, decode
+
+log = logging.getLogger(__name__)
+
+
+class BatchReceiver(threading.Thread):
+    """Owns the PULL socket (created inside the thread, as ZeroMQ sockets must be)."""
+
+    def __init__(
+        self,
+        *,
+        make_socket: Callable[[], Any],
+        spec: RolloutSpec,
+        out: queue.Queue[RolloutBatch],
+        poll_ms: int = 100,
+    ) -> None:
+        super().__init__(name="rollout-receiver", daemon=True)
+        self._make_socket = make_socket
+        self.spec = spec
+        self.out = out
+        self.poll_ms = poll_ms
+        self.stop_event = threading.Event()
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._rejects: Counter[str] = Counter()
+        self._received = 0
+        self._last_warn = 0.0
+
+    def snapshot(self) -> tuple[int, dict[str, int]]:
+        """(valid batches received, rejects by reason) — safe from any thread."""
+        with self._lock:
+            return self._received, dict(self._rejects)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def run(self) -> None:
+        try:
+            sock = self._make_socket()
+        except BaseException as exc:  # reported to the main thread, which exits cleanly
+            self.error = exc
+            self.ready.set()
+            return
+        self.ready.set()
+        seqs = SeqTracker()
+        try:
+            while not self.stop_event.is_set():
+                frames = sock.recv(timeout_ms=self.poll_ms)
+                if frames is None:
+                    continue
+                try:
+                    batch = decode(frames, self.spec, seqs)
+                except DecodeError as exc:
+                    with self._lock:
+                        self._rejects[exc.reason.label] += 1
+                    self._warn(exc)
+                    continue
+                with self._lock:
+                    self._received += 1
+                while not self.stop_event.is_set():
+                    try:
+                        self.out.put(batch, timeout=self.poll_ms / 1000)
+                        break
+                    except queue.Full:
+                        continue
+        finally:
+            sock.close()
+
+    def _warn(self, exc: DecodeError) -> None:
+        now = time.monotonic()
+        if now - self._last_warn > 5.0:  # one line per 5 s at most: a flood must not flood logs
+            self._last_warn = now
+            log.warning("rejected rollout (%s): %s", exc.reason.label, exc.detail)

@@ -1,0 +1,32 @@
+"""`ppomq train`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._service import add_service_command
+
+
+def _run(settings: Any) -> int:
+    from ppomq.launcher import run_train
+
+    return run_train(settings)
+
+
+def _cls() -> type:
+    from ppomq.settings import TrainSettings
+
+    return TrainSettings
+
+
+def register(sub: Any) -> None:
+    add_service_command(
+        sub,
+        "train",
+        settings_cls=_cls,
+        run=_run,
+        help="train on this machine: Redis, weightserver, learner and actors",
+        description="Starts a real Redis (embedded unless --redis-url), a weightserver, a "
+        "learner and --actors actor processes on loopback, shows progress, and stops at "
+        "--total-steps, --duration-s or --target-return (or Ctrl-C), leaving a run dir.",
+    )

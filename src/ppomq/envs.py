@@ -1,0 +1,103 @@
+"""Gymnasium env factory and the mapping from env spaces to the wire's RolloutSpec."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+from .proto import ActionSpace, RolloutSpec
+
+
+def env_seed(run_seed: int, actor_index: int, env_index: int) -> int:
+    """Decorrelated per-env seed: one SeedSequence over (run seed, actor, env)."""
+    return int(np.random.SeedSequence([run_seed, actor_index, env_index]).generate_state(1)[0])
+
+
+def check_env_id(env_id: str) -> None:
+    """Fail with a one-line fix for an env id Gymnasium does not know."""
+    import gymnasium as gym
+
+    if env_id not in gym.envs.registry:
+        close = [k for k in gym.envs.registry if k.lower().startswith(env_id.split("-")[0].lower())]
+        hint = f" Did you mean {', '.join(sorted(close)[:3])}?" if close else ""
+        raise UsageError(
+            f"unknown env id {env_id!r}: not registered with Gymnasium.{hint} "
+            "Pass --env-id with an id from gymnasium.envs.registry."
+        )
+
+
+def make_vector_env(
+    env_id: str, num_envs: int, seeds: list[int], vectorization: str = "sync"
+) -> Any:
+    """N copies of `env_id`, autoresetting in the same step (final obs in info)."""
+    import gymnasium as gym
+    from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+    check_env_id(env_id)
+    fns = [lambda: gym.make(env_id) for _ in range(num_envs)]
+    # SAME_STEP: a finished env is reset inside step(), and its final observation comes back
+    # in info["final_obs"], which truncation bootstrapping needs.
+    if vectorization == "async":
+        envs = AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+    else:
+        envs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+    envs.reset(seed=seeds)
+    envs.action_space.seed(seeds[0])
+    return envs
+
+
+def spaces_of(env_id: str) -> tuple[Any, Any]:
+    """(observation space, action space) of one env, without keeping it."""
+    import gymnasium as gym
+
+    check_env_id(env_id)
+    env = gym.make(env_id)
+    try:
+        return env.observation_space, env.action_space
+    finally:
+        env.close()
+
+
+def wire_obs_dtype(obs_space: Any) -> str:
+    """uint8 images stay uint8 on the wire (4x smaller); everything else is float32."""
+    return "uint8" if obs_space.dtype == np.uint8 else "float32"
+
+
+def action_space_of(action_space: Any) -> ActionSpace:
+    from gymnasium import spaces
+
+    if isinstance(action_space, spaces.Discrete):
+        if int(action_space.start) != 0:
+            raise UsageError("Discrete action spaces must start at 0 for ppomq")
+        return ActionSpace("discrete", n=int(action_space.n))
+    if isinstance(action_space, spaces.Box):
+        return ActionSpace(
+            "continuous",
+            shape=tuple(action_space.shape),
+            low=float(np.min(action_space.low)),
+            high=float(np.max(action_space.high)),
+        )
+    raise UsageError(
+        f"action space {action_space} is not supported; use an env with Discrete or Box actions"
+    )
+
+
+def rollout_spec_for(
+    env_id: str, *, run_id: str, num_steps: int, max_bytes: int, num_envs: int | None = None
+) -> RolloutSpec:
+    """What the learner accepts for `env_id`: derived from the env's own spaces."""
+    obs_space, act_space = spaces_of(env_id)
+    if obs_space.shape is None:
+        raise UsageError(f"observation space {obs_space} is not supported; use a Box space")
+    return RolloutSpec(
+        run_id=run_id,
+        obs_shape=tuple(obs_space.shape),
+        obs_dtype=wire_obs_dtype(obs_space),
+        action=action_space_of(act_space),
+        num_steps=num_steps,
+        num_envs=num_envs,
+        env_id=env_id,
+        max_bytes=max_bytes,
+    )

@@ -1,0 +1,71 @@
+"""The settings model: four layers in order, one-line errors, the same names everywhere."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from ppomq.errors import UsageError
+from ppomq.settings import (
+    LearnerSettings,
+    TrainSettings,
+    add_settings_arguments,
+    load_settings,
+    settings_env,
+)
+
+
+def test_layers_apply_in_order_defaults_file_env_flags(tmp_path, monkeypatch):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('gamma = 0.9\nclip_coef = 0.3\nrun_id = "from-file"\n')
+    monkeypatch.setenv("PPOMQ_CLIP_COEF", "0.25")
+    monkeypatch.setenv("PPOMQ_RUN_ID", "from-env")
+    s = load_settings(LearnerSettings, {"run_id": "from-flag"}, config_file=str(cfg))
+    assert s.gamma == 0.9  # file over default
+    assert s.clip_coef == 0.25  # env over file
+    assert s.run_id == "from-flag"  # flag over env
+    assert s.gae_lambda == 0.8  # default
+
+
+def test_every_field_has_a_flag_and_a_description():
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser, TrainSettings)
+    flags = {a.dest for a in parser._actions}
+    for name, info in TrainSettings.model_fields.items():
+        assert name in flags
+        assert info.description, name
+
+
+def test_flags_parse_into_the_model():
+    parser = argparse.ArgumentParser()
+    add_settings_arguments(parser, TrainSettings)
+    args = parser.parse_args(["--max-staleness", "3", "--no-anneal-lr", "--mode", "sync"])
+    s = load_settings(TrainSettings, vars(args))
+    assert s.anneal_lr is False and s.mode == "sync"
+    assert s.max_staleness == 0  # sync mode is staleness 0 by definition
+
+
+def test_bad_value_is_one_line_naming_flag_and_variable():
+    with pytest.raises(UsageError) as err:
+        load_settings(LearnerSettings, {"gamma": 2.0})
+    text = str(err.value)
+    assert "--gamma" in text and "PPOMQ_GAMMA" in text and "\n" not in text
+
+
+def test_more_staleness_than_versions_kept_is_refused():
+    with pytest.raises(UsageError, match="keep-versions"):
+        load_settings(LearnerSettings, {"max_staleness": 5, "keep_versions": 3})
+
+
+def test_missing_config_file_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="not found"):
+        load_settings(LearnerSettings, {}, config_file=str(tmp_path / "nope.toml"))
+
+
+def test_settings_env_round_trips_through_the_environment(monkeypatch):
+    s = load_settings(TrainSettings, {"target_return": 400.0, "anneal_lr": False})
+    for key, value in settings_env(s).items():
+        if key != "PPOMQ_REDIS_URL":
+            monkeypatch.setenv(key, value)
+    assert load_settings(TrainSettings, {}) == s
