@@ -165,6 +165,8 @@ class LearnerLoop:
                     break
             elif samples >= self.s.batch_samples:
                 break
+        if self.s.mode == "sync" and len(out) < self.s.actors:
+            return []  # stopping mid-set: a partial set would not be synchronous PPO
         return out
 
     def done(self) -> bool:

@@ -99,15 +99,15 @@ class PPOTrainer:
 
         lr = self._set_lr(env_steps)
         size = len(b_obs)
-        mb_size = max(1, size // cfg.num_minibatches)
+        # Near-equal minibatches that cover every sample (no 1-sample remainder, whose
+        # advantage std would be undefined).
+        n_mb = max(1, min(cfg.num_minibatches, size // 2))
         stats: dict[str, list[float]] = {}
         approx_kl = 0.0
         epochs_run = 0
         for _epoch in range(cfg.update_epochs):
             epochs_run += 1
-            perm = torch.randperm(size)
-            for start in range(0, size, mb_size):
-                mb = perm[start : start + mb_size]
+            for mb in torch.tensor_split(torch.randperm(size), n_mb):
                 new_logp, entropy, new_values = self.policy.evaluate(b_obs[mb], b_actions[mb])
                 loss, st = ppo_loss(
                     new_logp,

@@ -1,0 +1,104 @@
+"""The PPO clipped surrogate loss (Schulman et al. 2017, arXiv:1707.06347) as a pure function.
+
+Semantics follow CleanRL's `ppo.py` line for line, whose choices are explained in Huang et
+al., "The 37 Implementation Details of Proximal Policy Optimization" (ICLR blog track 2022,
+https://iclr-blog-track.github.io/2022/03/25/ppo-implementation-details/), cited below as
+"37 details #n". Tensors in, (loss, stats) out: no optimizer step, no logging, no I/O.
+
+In the asynchronous mode `old_logp` is the behaviour policy's log-prob that the actor sent,
+so the ratio also corrects for policy lag (see DESIGN.md, "Versions and staleness").
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["PPOLossStats", "ppo_loss"]
+
+
+class PPOLossStats(NamedTuple):
+    """Detached scalars for logging under `losses/`; none of them carries a graph."""
+
+    policy_loss: Tensor
+    value_loss: Tensor
+    entropy: Tensor
+    approx_kl: Tensor
+    clip_fraction: Tensor
+
+
+def ppo_loss(
+    new_logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    new_values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    entropy: Tensor,
+    *,
+    clip_coef: float,
+    vf_coef: float,
+    ent_coef: float,
+    clip_vloss: bool,
+    norm_adv: bool,
+) -> tuple[Tensor, PPOLossStats]:
+    """Return (loss, stats) for one minibatch; every input is [B].
+
+    Gradients flow into `new_logp`, `new_values` and `entropy` only (the other inputs are
+    rollout data and should not require grad). The loss is
+
+        pg_loss - ent_coef * entropy.mean() + vf_coef * v_loss
+
+    with pg_loss = mean(max(-A * ratio, -A * clip(ratio, 1 - c, 1 + c))), the negated
+    pessimistic (min) surrogate of Schulman et al. 2017, eq. 7.
+
+    Raises ValueError when norm_adv is set and B < 2: the sample std of one element is NaN
+    and would silently poison the weights.
+    """
+    if norm_adv and advantages.numel() < 2:
+        raise ValueError("norm_adv needs a minibatch of at least 2 elements")
+
+    logratio = new_logp - old_logp  # [B]
+    ratio = logratio.exp()  # [B]
+
+    with torch.no_grad():
+        # k3 estimator of KL(old || new), unbiased and always >= 0 (Schulman, "Approximating
+        # KL Divergence", http://joschu.net/blog/kl-approx.html); 37 details #12.
+        approx_kl = ((ratio - 1.0) - logratio).mean()
+        clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+
+    if norm_adv:
+        # Per-minibatch normalization, with torch's unbiased std as in CleanRL (37 details #7).
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+
+    # Clipped surrogate (37 details #8). The max of the negated terms is the min of the
+    # surrogates: outside [1 - c, 1 + c] in the direction the advantage pushes, the clipped
+    # term is constant and wins, so that sample gives no gradient.
+    pg_loss1 = -advantages * ratio  # [B]
+    pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef)  # [B]
+    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+    # Value loss, clipped around the rollout's values with the same coefficient
+    # (37 details #9; Engstrom et al. 2020 found the clipping does not help, hence the flag).
+    if clip_vloss:
+        v_loss_unclipped = (new_values - returns) ** 2  # [B]
+        v_clipped = old_values + torch.clamp(new_values - old_values, -clip_coef, clip_coef)
+        v_loss_clipped = (v_clipped - returns) ** 2  # [B]
+        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+    else:
+        v_loss = 0.5 * ((new_values - returns) ** 2).mean()
+
+    entropy_loss = entropy.mean()
+    # Overall loss with an entropy bonus (37 details #10).
+    loss = pg_loss - ent_coef * entropy_loss + vf_coef * v_loss
+
+    stats = PPOLossStats(
+        policy_loss=pg_loss.detach(),
+        value_loss=v_loss.detach(),
+        entropy=entropy_loss.detach(),
+        approx_kl=approx_kl,
+        clip_fraction=clip_fraction,
+    )
+    return loss, stats

@@ -1,0 +1,153 @@
+"""End to end: `ppomq train` as a user runs it — real Redis, real processes, real sockets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+pytestmark = pytest.mark.slow
+
+PPOMQ = [sys.executable, "-m", "ppomq.cli"]
+SMALL = [
+    "--num-envs", "4", "--num-steps", "32", "--batch-samples", "256",
+    "--update-epochs", "4", "--eval-episodes", "2", "--no-progress",
+]  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+
+
+def _run(args: list[str], timeout: float = 240, **kw) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        PPOMQ + args, capture_output=True, text=True, timeout=timeout, env=_env(), **kw
+    )
+
+
+def test_train_runs_to_total_steps_and_leaves_a_complete_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    out = _run(["train", "--actors", "2", "--total-steps", "6000", "--run-dir", str(run_dir),
+                *SMALL])  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    for key in ("env_id", "mode", "actors", "total_env_steps", "wall_seconds", "sps",
+                "versions", "batches_accepted", "batches_rejected", "solved_at_env_steps",
+                "final_eval_return"):  # fmt: skip
+        assert key in summary, key
+    assert summary["total_env_steps"] >= 6000
+    assert summary["versions"] >= 5
+    assert summary["batches_accepted"] >= 5
+    assert summary["final_eval_return"] > 0
+    for name in ("settings.json", "episodes.csv", "progress.csv", "final_weights.pt",
+                 "learning_curve.png", "checkpoints/ckpt.pt"):  # fmt: skip
+        assert (run_dir / name).exists(), name
+    assert any((run_dir / "tb").iterdir())
+    # The learning signal is real: later episodes are longer than the first ones.
+    rows = (run_dir / "episodes.csv").read_text().splitlines()[1:]
+    returns = [float(r.split(",")[2]) for r in rows]
+    assert sum(returns[-10:]) / 10 > sum(returns[:10]) / 10
+
+    ev = _run(["eval", "--run-dir", str(run_dir), "--episodes", "2", "--json"])
+    assert ev.returncode == 0, ev.stderr
+    assert json.loads(ev.stdout)["mean_return"] > 0
+
+
+def test_sync_mode_trains_on_one_fresh_batch_per_actor_per_version(tmp_path):
+    run_dir = tmp_path / "sync"
+    out = _run(["train", "--mode", "sync", "--actors", "2", "--total-steps", "3000",
+                "--run-dir", str(run_dir), *SMALL])  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["mode"] == "sync"
+    # Every trained batch was collected by the version being trained (age 0).
+    assert set(summary["policy_age_histogram"]) == {"0"}
+    # One batch from each of the 2 actors per version (a last, incomplete set is dropped).
+    assert 2 * summary["versions"] <= summary["batches_accepted"] <= 2 * summary["versions"] + 1
+
+
+def test_an_actor_killed_mid_rollout_is_restarted_and_the_learner_keeps_training(tmp_path):
+    run_dir = tmp_path / "kill"
+    proc = subprocess.Popen(
+        [*PPOMQ, "train", "--actors", "2", "--duration-s", "40", "--total-steps", "0",
+         "--run-dir", str(run_dir), *SMALL],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (run_dir / "settings.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        cfg = json.loads((run_dir / "settings.json").read_text())
+        r = redis.Redis.from_url(cfg["redis_url"])
+        key = f"ppomq:{cfg['run_id']}:actors"
+        while len(r.hkeys(key)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        victim = sorted(k.decode() for k in r.hkeys(key))[0]
+        os.kill(int(victim.split("-")[1]), signal.SIGKILL)
+        stats_key = f"ppomq:{cfg['run_id']}:stats"
+        before = json.loads(r.get(stats_key))["batches_accepted"]
+        while len(r.hkeys(key)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the restarted actor reports under a new id
+        assert len(r.hkeys(key)) >= 3, "killed actor was not restarted"
+        time.sleep(2)
+        assert json.loads(r.get(stats_key))["batches_accepted"] > before
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output
+    assert "restarting" in output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["batches_accepted"] > 0
+
+
+def _one_line_error(out: subprocess.CompletedProcess[str]) -> str:
+    assert "Traceback" not in out.stderr + out.stdout
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+def test_unknown_env_id_is_one_line_naming_the_fix(tmp_path):
+    out = _run(["train", "--env-id", "NoSuchEnv-v9", "--run-dir", str(tmp_path / "x")])
+    assert out.returncode == 2
+    assert "--env-id" in _one_line_error(out)
+
+
+def test_unreachable_redis_is_one_line_exit_4(tmp_path):
+    out = _run(["train", "--redis-url", "redis://127.0.0.1:1/0", "--run-dir", str(tmp_path)])
+    assert out.returncode == 4
+    assert "--redis-url" in _one_line_error(out)
+
+
+def test_impossible_setting_is_one_line_exit_2(tmp_path):
+    out = _run(["train", "--max-staleness", "9", "--keep-versions", "4"])
+    assert out.returncode == 2
+    assert "keep-versions" in _one_line_error(out)
+
+
+def test_learner_port_in_use_is_one_line_naming_the_fix(tmp_path, redis_url):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        out = _run(["learner", "--redis-url", redis_url, "--rollout-bind",
+                    f"tcp://127.0.0.1:{port}", "--run-dir", str(tmp_path / "l")])  # fmt: skip
+    assert out.returncode == 2
+    assert "--rollout-bind" in _one_line_error(out)
+
+
+def test_status_reports_a_finished_runs_learner(tmp_path):
+    pytest.importorskip("redis")
+    Path(tmp_path).mkdir(exist_ok=True)
+    out = _run(["status", "--redis-url", "redis://127.0.0.1:1/0", "--run-id", "nope"])
+    assert out.returncode == 4
+    _one_line_error(out)
