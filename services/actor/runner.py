@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
-from ppomq.policy import ActorCritic
+from ppomq.policy import InferencePolicy
 from ppomq.proto import EpisodeStats, RolloutBatch, RolloutSpec
 
 
@@ -38,7 +37,7 @@ class EnvRunner:
         self.act_high = space.high
         self.env_steps = 0
 
-    def sample(self, policy: ActorCritic, *, policy_version: int, seq: int) -> RolloutBatch:
+    def sample(self, policy: InferencePolicy, *, policy_version: int, seq: int) -> RolloutBatch:
         """One rollout of T steps; arrays are fresh (ZeroMQ may still hold the last ones)."""
         t_steps, n = self.spec.num_steps, self.num_envs
         obs_buf = np.empty((t_steps, n, *self.spec.obs_shape), dtype=self.obs_dtype)
@@ -57,15 +56,14 @@ class EnvRunner:
 
         for t in range(t_steps):
             obs_buf[t] = self.next_obs
-            action, logp, value = policy.act(torch.from_numpy(obs_buf[t]))
-            act_np = action.numpy()
+            act_np, logp_buf[t], value_buf[t] = policy.act(obs_buf[t])
             act_buf[t] = act_np
-            logp_buf[t] = logp.numpy()
-            value_buf[t] = value.numpy()
             if self.continuous:
                 # The wire carries the raw sample (its logp is what the ratio needs);
                 # only the env sees it clipped to the box.
                 act_np = np.clip(act_np, self.act_low, self.act_high)
+            # With copy=False vector envs, `obs` is the env's own buffer, overwritten by the
+            # next step: it is copied into obs_buf at the top of the next iteration, first.
             obs, reward, terminated, truncated, info = self.envs.step(act_np)
             reward_buf[t] = reward
             term_buf[t] = terminated
@@ -88,11 +86,9 @@ class EnvRunner:
                     final_obs = np.stack([info["final_obs"][i] for i in cut]).astype(
                         self.obs_dtype, copy=False
                     )
-                    with torch.no_grad():
-                        final_values[t, cut] = policy.value(torch.from_numpy(final_obs)).numpy()
+                    final_values[t, cut] = policy.value(final_obs)
 
-        with torch.no_grad():
-            bootstrap_value = policy.value(torch.from_numpy(self.next_obs)).numpy()
+        bootstrap_value = policy.value(self.next_obs)
         self.env_steps += t_steps * n
         return RolloutBatch(
             run_id=self.run_id,

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-from ppomq.policy import ActorCritic, load_numpy_state
+from ppomq.policy import ActorCritic, InferencePolicy, load_numpy_state
 from ppomq.proto import WeightsHeader, encode, unpack_tensors
 from ppomq.settings import ActorSettings
 from ppomq.transport import RolloutSender
@@ -53,12 +53,14 @@ class PolicyHolder:
 
     def __init__(self) -> None:
         self.policy: ActorCritic | None = None
+        self.inference: InferencePolicy | None = None
         self.version = -1
 
     def load(self, header: WeightsHeader, blob: Any) -> None:
         if self.policy is None or self.policy.spec != header.model:
             self.policy = ActorCritic(header.model)
         load_numpy_state(self.policy, unpack_tensors(header, blob))
+        self.inference = InferencePolicy(self.policy)
         self.version = header.version
 
 
@@ -97,8 +99,8 @@ def run_actor(settings: ActorSettings) -> int:
             must_exceed = sent_version if s.mode == "sync" else -1
             if not refresh_weights(client, holder, stop, must_exceed=must_exceed):
                 break
-            assert holder.policy is not None
-            batch = runner.sample(holder.policy, policy_version=holder.version, seq=seq)
+            assert holder.inference is not None
+            batch = runner.sample(holder.inference, policy_version=holder.version, seq=seq)
             frames = encode(batch)
             while not sender.send(frames, timeout_ms=500):
                 if stop.requested:

@@ -36,13 +36,18 @@ def make_vector_env(
     from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
     check_env_id(env_id)
-    fns = [lambda: gym.make(env_id) for _ in range(num_envs)]
+    # The passive env checker only inspects the first calls but stays a wrapper layer on
+    # every step; ppomq validates what leaves the actor instead.
+    fns = [lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)]
     # SAME_STEP: a finished env is reset inside step(), and its final observation comes back
     # in info["final_obs"], which truncation bootstrapping needs.
     if vectorization == "async":
-        envs = AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn")
+        envs = AsyncVectorEnv(
+            fns, autoreset_mode=AutoresetMode.SAME_STEP, context="spawn", copy=False
+        )
     else:
-        envs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        # copy=False: the runner copies each observation into its rollout buffer at once.
+        envs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, copy=False)
     envs.reset(seed=seeds)
     envs.action_space.seed(seeds[0])
     return envs

@@ -8,7 +8,7 @@ import torch
 
 from ppomq.actor.runner import EnvRunner
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-from ppomq.policy import ActorCritic, model_spec_for
+from ppomq.policy import ActorCritic, InferencePolicy, model_spec_for
 from ppomq.proto import decode, encode
 
 
@@ -17,13 +17,14 @@ def _runner(env_id: str = "CartPole-v1", n: int = 4, t: int = 16, seed: int = 1)
     envs = make_vector_env(env_id, n, [env_seed(seed, 0, i) for i in range(n)])
     torch.manual_seed(seed)
     policy = ActorCritic(model_spec_for(spec, [16, 16]))
-    return EnvRunner(envs=envs, spec=spec, run_id="r", actor_id="a0", env_id=env_id), policy
+    runner = EnvRunner(envs=envs, spec=spec, run_id="r", actor_id="a0", env_id=env_id)
+    return runner, policy
 
 
 def test_sampled_batch_passes_the_learners_validation():
     runner, policy = _runner()
     spec = rollout_spec_for("CartPole-v1", run_id="r", num_steps=16, max_bytes=1 << 26)
-    batch = runner.sample(policy, policy_version=3, seq=0)
+    batch = runner.sample(InferencePolicy(policy), policy_version=3, seq=0)
     frames = [bytes(memoryview(f)) for f in encode(batch)]
     got = decode(frames, spec)
     assert got.policy_version == 3
@@ -33,7 +34,7 @@ def test_sampled_batch_passes_the_learners_validation():
 
 def test_logp_matches_the_policy_that_acted():
     runner, policy = _runner()
-    batch = runner.sample(policy, policy_version=0, seq=0)
+    batch = runner.sample(InferencePolicy(policy), policy_version=0, seq=0)
     a = batch.arrays
     logp, _, values = policy.evaluate(
         torch.from_numpy(a["obs"].reshape(-1, 4)), torch.from_numpy(a["actions"].reshape(-1))
@@ -45,7 +46,7 @@ def test_logp_matches_the_policy_that_acted():
 def test_truncation_is_bootstrapped_from_the_final_observation():
     # Pendulum-v1 ends only by its 200-step time limit: every episode end is a truncation.
     runner, policy = _runner("Pendulum-v1", n=2, t=250)
-    batch = runner.sample(policy, policy_version=0, seq=0)
+    batch = runner.sample(InferencePolicy(policy), policy_version=0, seq=0)
     a = batch.arrays
     assert a["truncated"][199].all() and not a["terminated"].any()
     assert np.all(a["final_values"][199] != 0.0)
@@ -55,7 +56,7 @@ def test_truncation_is_bootstrapped_from_the_final_observation():
 
 def test_episodes_that_end_inside_a_batch_are_reported_with_their_returns():
     runner, policy = _runner(n=2, t=200)
-    batch = runner.sample(policy, policy_version=0, seq=0)
+    batch = runner.sample(InferencePolicy(policy), policy_version=0, seq=0)
     ends = int((batch.arrays["terminated"] | batch.arrays["truncated"]).sum())
     assert len(batch.episodes.returns) == ends > 0
     # CartPole pays 1 per step, so a return equals its episode's length.

@@ -37,7 +37,7 @@ def _batch(policy: ActorCritic, t: int = 16, n: int = 4, seed: int = 0) -> Rollo
 
 def _p_action1(policy: ActorCritic, obs: torch.Tensor) -> float:
     logp, _, _ = policy.evaluate(obs, torch.ones(len(obs), dtype=torch.long))
-    return float(logp.exp().mean())
+    return float(logp.detach().exp().mean())
 
 
 def test_an_update_makes_the_rewarded_action_more_likely():
