@@ -69,3 +69,12 @@ def test_settings_env_round_trips_through_the_environment(monkeypatch):
         if key != "PPOMQ_REDIS_URL":
             monkeypatch.setenv(key, value)
     assert load_settings(TrainSettings, {}) == s
+
+
+def test_docs_settings_table_is_current():
+    from pathlib import Path
+
+    from ppomq.settings import settings_table
+
+    doc = Path(__file__).resolve().parent.parent / "docs" / "SETTINGS.md"
+    assert doc.read_text() == settings_table(), "run: python -m ppomq.settings > docs/SETTINGS.md"

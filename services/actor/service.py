@@ -12,12 +12,16 @@ import logging
 import os
 import secrets
 import signal
+import socket
 import time
+import zlib
 from typing import Any
 
 import torch
 
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.errors import UsageError
+from ppomq.metrics import ActorMetrics, start_metrics_server
 from ppomq.policy import ActorCritic, InferencePolicy, load_numpy_state
 from ppomq.proto import WeightsHeader, encode, unpack_tensors
 from ppomq.settings import ActorSettings
@@ -64,18 +68,32 @@ class PolicyHolder:
         self.version = header.version
 
 
+def actor_index_of(settings: ActorSettings) -> int:
+    """The configured index, else one derived from the hostname: compose and k8s replicas
+    have distinct hostnames but no index, and their env seeds must still differ."""
+    if settings.actor_index is not None:
+        return settings.actor_index
+    return zlib.crc32(socket.gethostname().encode()) & 0x7FFFFFFF
+
+
 def run_actor(settings: ActorSettings) -> int:
     torch.set_num_threads(1)  # many actors share the cores; one thread each is fastest
     s = settings
-    torch.manual_seed(env_seed(s.seed, s.actor_index, 1 << 20))
+    index = actor_index_of(s)
+    try:
+        start_metrics_server(s.metrics_port)
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
+    metrics = ActorMetrics()
+    torch.manual_seed(env_seed(s.seed, index, 1 << 20))
     stop = _Stop()
     stop.install()
     spec = rollout_spec_for(
         s.env_id, run_id=s.run_id, num_steps=s.num_steps, max_bytes=s.max_message_bytes
     )
-    seeds = [env_seed(s.seed, s.actor_index, i) for i in range(s.num_envs)]
+    seeds = [env_seed(s.seed, index, i) for i in range(s.num_envs)]
     envs = make_vector_env(s.env_id, s.num_envs, seeds, s.vectorization)
-    actor_id = new_actor_id(s.actor_index)
+    actor_id = new_actor_id(index)
     runner = EnvRunner(envs=envs, spec=spec, run_id=s.run_id, actor_id=actor_id, env_id=s.env_id)
     holder = PolicyHolder()
     client = WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms)
@@ -90,15 +108,19 @@ def run_actor(settings: ActorSettings) -> int:
         "actor %s: %d x %s, T=%d -> %s", actor_id, s.num_envs, s.env_id, s.num_steps, s.learner_addr
     )
     seq = 0
-    sent_version = -1
+    sent_at_version = 0
+    # Flow control: at most `limit` batches per policy version, then wait for a newer one.
+    # Actors that outrun the learner would only produce batches the staleness gate drops.
+    limit = 1 if s.mode == "sync" else s.batches_per_version
     last_report = time.monotonic()
     try:
         while not stop.requested:
-            # Sync mode: exactly one batch per version, so wait for a version newer than
-            # the one the last batch was collected with.
-            must_exceed = sent_version if s.mode == "sync" else -1
+            must_exceed = holder.version if limit and sent_at_version >= limit else -1
+            held = holder.version
             if not refresh_weights(client, holder, stop, must_exceed=must_exceed):
                 break
+            if holder.version != held:
+                sent_at_version = 0
             assert holder.inference is not None
             batch = runner.sample(holder.inference, policy_version=holder.version, seq=seq)
             frames = encode(batch)
@@ -107,16 +129,14 @@ def run_actor(settings: ActorSettings) -> int:
                     break  # the learner is not taking batches and we were told to stop
             else:
                 seq += 1
-                sent_version = holder.version
+                sent_at_version += 1
+                metrics.record_batch(
+                    env_steps=batch.num_steps * batch.num_envs, policy_version=holder.version
+                )
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
-                log.info(
-                    "actor %s: %d batches, %d env steps, policy v%d",
-                    actor_id,
-                    seq,
-                    runner.env_steps,
-                    holder.version,
-                )
+                log.info("actor %s: %d batches, %d env steps, policy v%d", actor_id, seq,
+                         runner.env_steps, holder.version)  # fmt: skip
     finally:
         sender.close()
         client.close()

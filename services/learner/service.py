@@ -23,6 +23,7 @@ import torch
 
 from ppomq.envs import rollout_spec_for
 from ppomq.errors import UsageError
+from ppomq.metrics import LearnerMetrics, start_metrics_server
 from ppomq.policy import ActorCritic, model_spec_for, numpy_state
 from ppomq.proto import RolloutBatch, pack_weights
 from ppomq.redis_util import connect_redis
@@ -98,6 +99,9 @@ class LearnerLoop:
         self.recorder = recorder
         self.version = version
         self.gate = StalenessGate(settings.max_staleness)
+        self.batch_samples = settings.batch_samples or (
+            settings.actors * settings.num_steps * settings.num_envs
+        )
         c = counters or {}
         self.env_steps = int(c.get("env_steps", 0))
         self.trained_samples = int(c.get("trained_samples", 0))
@@ -108,6 +112,7 @@ class LearnerLoop:
         self.produced_batches = 0
         self.phase_totals: Counter[str] = Counter()
         self.last_stats: dict[str, float] = {}
+        self.metrics = LearnerMetrics()
 
     @property
     def wall_s(self) -> float:
@@ -163,7 +168,7 @@ class LearnerLoop:
             if self.s.mode == "sync":
                 if len(out) >= self.s.actors:
                     break
-            elif samples >= self.s.batch_samples:
+            elif samples >= self.batch_samples:
                 break
         if self.s.mode == "sync" and len(out) < self.s.actors:
             return []  # stopping mid-set: a partial set would not be synchronous PPO
@@ -217,6 +222,15 @@ class LearnerLoop:
         }
         self.last_stats = row
         self.recorder.add_update(row, env_steps=self.env_steps)
+        self.metrics.record_update(
+            version=self.version,
+            env_steps=self.env_steps,
+            accepted=self.gate.accepted,
+            rejects=self.rejects(),
+            phase_s=self.phase_totals,
+            sps=row["charts/SPS"],
+            mean_return=self.recorder.mean_return,
+        )
         self.write_status()
         if self.version % self.s.checkpoint_every == 0:
             self.checkpoint()
@@ -297,6 +311,10 @@ def run_learner(settings: LearnerSettings) -> int:
         max_bytes=settings.max_message_bytes,
     )
     _check_port_free(settings.rollout_bind)
+    try:
+        start_metrics_server(settings.metrics_port)
+    except OSError as exc:
+        raise UsageError(str(exc)) from None
     redis = connect_redis(settings.redis_url)
     store = WeightStore(redis, settings.run_id, keep_versions=settings.keep_versions)
 

@@ -123,8 +123,15 @@ class Launcher:
             connect_redis(redis_url).close()  # one-line error now rather than in a child
         rollout_port, weights_port = free_port(), free_port()
         common = {"redis_url": redis_url, "run_dir": str(self.run_dir)}
+        # One /metrics port per process when asked: learner PORT, weightserver PORT+1,
+        # actor i PORT+2+i.
+        port0 = s.metrics_port
         ws = _subset(
-            s, WeightserverSettings, redis_url=redis_url, bind=f"tcp://127.0.0.1:{weights_port}"
+            s,
+            WeightserverSettings,
+            redis_url=redis_url,
+            bind=f"tcp://127.0.0.1:{weights_port}",
+            metrics_port=port0 + 1 if port0 else 0,
         )
         learner = _subset(
             s, LearnerSettings, rollout_bind=f"tcp://127.0.0.1:{rollout_port}", **common
@@ -159,6 +166,7 @@ class Launcher:
                 s,
                 ActorSettings,
                 actor_index=i,
+                metrics_port=port0 + 2 + i if port0 else 0,
                 learner_addr=f"tcp://127.0.0.1:{rollout_port}",
                 weightserver_addr=f"tcp://127.0.0.1:{weights_port}",
             )

@@ -1,0 +1,298 @@
+"""Rollout transport benchmark: ppomq (encode, send, receive, decode + validate) against raw
+ZeroMQ multipart sends of the same bytes, over tcp loopback and ipc, in one run.
+
+    .venv/bin/python -m benchmarks.transport [--runs 5] [--quick]
+
+The sender is a separate process; the receiver (this process) times from the first to the
+last message of each run. Modes alternate run by run so that both see the same machine
+load; each figure is the median over the runs. Both modes use the same high-water mark, so
+the ratio isolates what ppomq adds. Writes benchmarks/results/transport.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import zmq
+
+from ppomq.proto import (
+    ActionSpace,
+    EpisodeStats,
+    RolloutBatch,
+    RolloutSpec,
+    SeqTracker,
+    decode,
+    encode,
+)
+from ppomq.transport import RolloutReceiver, RolloutSender
+
+RESULTS = Path(__file__).parent / "results"
+HWM = 4  # TransportSettings.rollout_hwm's default, used by both modes
+WARMUP = 3
+
+
+@dataclass(frozen=True)
+class Size:
+    name: str
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    messages: int  # per timed run
+
+
+SIZES = {
+    "cartpole": Size("CartPole (T=128, N=8, obs f32[4])", (4,), "float32", 3000),
+    "atari": Size("Atari (T=128, N=8, obs u8[4,84,84])", (4, 84, 84), "uint8", 60),
+}
+T, N = 128, 8
+
+
+def make_spec(size: Size) -> RolloutSpec:
+    return RolloutSpec(
+        run_id="bench",
+        obs_shape=size.obs_shape,
+        obs_dtype=size.obs_dtype,
+        action=ActionSpace("discrete", n=4),
+        num_steps=T,
+        num_envs=N,
+        env_id="Bench-v0",
+    )
+
+
+def make_batch(size: Size, seq: int = 0) -> RolloutBatch:
+    rng = np.random.default_rng(0)
+    shape = (T, N, *size.obs_shape)
+    if size.obs_dtype == "uint8":
+        obs = rng.integers(0, 256, shape, dtype=np.uint8)
+    else:
+        obs = rng.standard_normal(shape).astype(np.float32)
+    f32 = np.float32
+    arrays = {
+        "obs": obs,
+        "actions": rng.integers(0, 4, (T, N), dtype=np.int64),
+        "logp": rng.standard_normal((T, N)).astype(f32),
+        "values": rng.standard_normal((T, N)).astype(f32),
+        "rewards": np.ones((T, N), f32),
+        "terminated": rng.random((T, N)) < 0.02,
+        "truncated": np.zeros((T, N), bool),
+        "final_values": np.zeros((T, N), f32),
+        "bootstrap_value": rng.standard_normal(N).astype(f32),
+    }
+    return RolloutBatch(
+        run_id="bench",
+        actor_id="actor-0",
+        seq=seq,
+        policy_version=1,
+        env_id="Bench-v0",
+        num_envs=N,
+        num_steps=T,
+        arrays=arrays,
+        episodes=EpisodeStats([21.0, 35.0], [21, 35]),
+        created_ns=time.time_ns(),
+    )
+
+
+def sender_main(conn: Connection) -> None:
+    """Serve send jobs: (endpoint, mode, size key, count) -> sends them, answers 'sent'."""
+    batches = {key: make_batch(size) for key, size in SIZES.items()}
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        endpoint, mode, key, count = job
+        batch = batches[key]
+        # Each socket stays open until the receiver has everything: libzmq may drop the
+        # last messages of a PUSH socket closed while the peer's queue is full, linger or
+        # not (libzmq#3774, #1922).
+        if mode == "ppomq":
+            with RolloutSender(endpoint, hwm=HWM) as tx:
+                for seq in range(count):
+                    batch.seq = seq
+                    batch.created_ns = time.time_ns()
+                    if not tx.send(encode(batch), timeout_ms=60_000):
+                        raise RuntimeError("ppomq send timed out")
+                conn.send("sent")
+                conn.recv()
+        else:
+            frames = encode(batch)  # the same bytes, encoded once
+            sock = zmq.Context.instance().socket(zmq.PUSH)
+            sock.setsockopt(zmq.SNDHWM, HWM)
+            sock.setsockopt(zmq.LINGER, 1000)
+            sock.connect(endpoint)
+            for _ in range(count):
+                sock.send_multipart(frames, copy=False)
+            conn.send("sent")
+            conn.recv()
+            sock.close()
+
+
+def receive_run(conn: Connection, endpoint: str, mode: str, key: str) -> tuple[float, int]:
+    """One timed run: (seconds for `messages` batches after warm-up, bytes per batch)."""
+    size = SIZES[key]
+    count = WARMUP + size.messages
+    spec = make_spec(size)
+    if mode == "ppomq":
+        rx: Any = RolloutReceiver(endpoint, hwm=HWM)
+        bound = rx.endpoint
+    else:
+        rx = zmq.Context.instance().socket(zmq.PULL)
+        rx.setsockopt(zmq.RCVHWM, HWM)
+        rx.setsockopt(zmq.LINGER, 0)
+        if endpoint.endswith(":0"):
+            endpoint = endpoint[:-2] + ":*"
+        rx.bind(endpoint)
+        bound = rx.getsockopt_string(zmq.LAST_ENDPOINT)
+    try:
+        conn.send((bound, mode, key, count))
+        seqs = SeqTracker()
+        nbytes = 0
+        start = 0.0
+        for i in range(count):
+            if i == WARMUP:
+                start = time.perf_counter()
+            if mode == "ppomq":
+                frames = rx.recv(timeout_ms=60_000)
+                if frames is None:
+                    raise RuntimeError(f"ppomq receive timed out after {i} of {count}")
+                nbytes = decode(frames, spec, seqs).nbytes
+            else:
+                frames = rx.recv_multipart(copy=False)
+                nbytes = sum(len(f) for f in frames)
+        elapsed = time.perf_counter() - start
+        if conn.recv() != "sent":
+            raise RuntimeError("sender failed")
+        conn.send("close")
+        return elapsed, nbytes
+    finally:
+        rx.close()
+
+
+def codec_overhead_us(repeats: int = 7, loops: int = 3000) -> dict[str, float]:
+    """encode + decode (with validation) of one CartPole-size batch, in microseconds."""
+    size = SIZES["cartpole"]
+    spec = make_spec(size)
+    batch = make_batch(size)
+    wire = [f.tobytes() if isinstance(f, np.ndarray) else bytes(f) for f in encode(batch)]
+
+    def timed(fn) -> tuple[float, float]:
+        for _ in range(300):
+            fn()
+        runs = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(loops):
+                fn()
+            runs.append((time.perf_counter() - t0) / loops * 1e6)
+        return statistics.median(runs), min(runs)
+
+    enc, enc_best = timed(lambda: encode(batch))
+    dec, dec_best = timed(lambda: decode(wire, spec))
+    return {
+        "encode_us": enc,
+        "decode_validate_us": dec,
+        "total_us": enc + dec,
+        "best_run_total_us": enc_best + dec_best,  # least disturbed by other load
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per mode (median)")
+    parser.add_argument("--quick", action="store_true", help="fewer messages (smoke test)")
+    args = parser.parse_args()
+    if args.quick:
+        for key, size in SIZES.items():
+            SIZES[key] = Size(size.name, size.obs_shape, size.obs_dtype, size.messages // 10)
+
+    codec = codec_overhead_us()  # first, before the transport runs heat the machine
+    print(f"codec: {codec}", flush=True)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=sender_main, args=(child,), daemon=True)
+    proc.start()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ppomq-bench-", dir="/tmp") as tmp:
+        for key in SIZES:
+            for transport in ("tcp", "ipc"):
+                endpoint = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp}/b"
+                times: dict[str, list[float]] = {"ppomq": [], "raw": []}
+                nbytes = 0
+                for run in range(args.runs):
+                    order = ("ppomq", "raw") if run % 2 == 0 else ("raw", "ppomq")
+                    for mode in order:
+                        elapsed, nbytes = receive_run(parent, endpoint, mode, key)
+                        times[mode].append(elapsed)
+                n = SIZES[key].messages
+                row = {"size": key, "label": SIZES[key].name, "transport": transport}
+                row["batch_bytes"] = nbytes
+                for mode in ("ppomq", "raw"):
+                    sec = statistics.median(times[mode])
+                    row[f"{mode}_batches_per_s"] = n / sec
+                    row[f"{mode}_MB_per_s"] = n * nbytes / sec / 1e6
+                    row[f"{mode}_runs_s"] = times[mode]
+                row["ratio"] = row["ppomq_batches_per_s"] / row["raw_batches_per_s"]
+                rows.append(row)
+                print(
+                    f"{key:9s} {transport}: ppomq {row['ppomq_batches_per_s']:9.1f}/s "
+                    f"raw {row['raw_batches_per_s']:9.1f}/s ratio {row['ratio']:.3f}",
+                    flush=True,
+                )
+    parent.send(None)
+    proc.join(10)
+    result = {
+        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "zmq": zmq.zmq_version(),
+        "pyzmq": zmq.__version__,
+        "runs": args.runs,
+        "hwm": HWM,
+        "rows": rows,
+        "codec_cartpole": codec,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "transport.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "transport.md").write_text(markdown(result))
+    print(markdown(result))
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Transport benchmark",
+        "",
+        f"Median of {result['runs']} interleaved runs; sender in a separate process; both "
+        f"modes with HWM {result['hwm']}. ppomq = encode + send + recv + decode + validate; "
+        "raw = ZeroMQ multipart of the same bytes, `copy=False` on both ends. "
+        f"libzmq {result['zmq']}, pyzmq {result['pyzmq']}, {result['machine']['platform']}.",
+        "",
+        "| batch | transport | MB/batch | ppomq batches/s | ppomq MB/s "
+        "| raw batches/s | raw MB/s | ppomq/raw |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['label']} | {r['transport']} | {r['batch_bytes'] / 1e6:.3f} "
+            f"| {r['ppomq_batches_per_s']:,.0f} | {r['ppomq_MB_per_s']:,.0f} "
+            f"| {r['raw_batches_per_s']:,.0f} | {r['raw_MB_per_s']:,.0f} | {r['ratio']:.2f} |"
+        )
+    c = result["codec_cartpole"]
+    lines += [
+        "",
+        "Codec overhead per CartPole-size batch (in process, median): "
+        f"encode {c['encode_us']:.1f} us + decode/validate {c['decode_validate_us']:.1f} us "
+        f"= **{c['total_us']:.1f} us** (best run {c['best_run_total_us']:.1f} us).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

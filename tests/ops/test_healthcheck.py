@@ -1,0 +1,101 @@
+"""`python -m ppomq.healthcheck`: the probe behind HEALTHCHECK, compose and k8s, run as
+those run it (a subprocess with PPOMQ_* settings) against real sockets."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from ppomq.healthcheck import detect_service
+from ppomq.metrics import start_metrics_server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _probe(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    return subprocess.run(
+        [sys.executable, "-m", "ppomq.healthcheck", *args],
+        env=clean | env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "service"),
+    [
+        (["/opt/venv/bin/python", "/opt/venv/bin/ppomq", "learner"], "learner"),
+        (["/sbin/docker-init", "--", "ppomq", "actor", "--num-envs", "4"], "actor"),
+        (["ppomq", "weightserver"], "weightserver"),
+        (["ppomq", "train"], None),
+        (["redis-server", "--port", "6379"], None),
+    ],
+)
+def test_service_is_read_from_the_command_line(cmdline, service):
+    assert detect_service(cmdline) == service
+
+
+def test_learner_is_healthy_only_while_its_rollout_port_accepts():
+    port = _free_port()
+    res = _probe("learner", PPOMQ_ROLLOUT_BIND=f"tcp://*:{port}")
+    assert res.returncode == 1 and "refused" in res.stdout
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        res = _probe("learner", PPOMQ_ROLLOUT_BIND=f"tcp://*:{port}")
+    assert res.returncode == 0, res.stdout
+
+
+def test_actor_is_probed_on_its_metrics_port():
+    port = _free_port()
+    assert _probe("actor", PPOMQ_METRICS_PORT=str(port)).returncode == 1
+    start_metrics_server(port, addr="127.0.0.1", registry=CollectorRegistry())
+    res = _probe("actor", PPOMQ_METRICS_PORT=str(port))
+    assert res.returncode == 0, res.stdout
+    res = _probe("actor", PPOMQ_METRICS_PORT="0")
+    assert res.returncode == 0 and "nothing to probe" in res.stdout
+
+
+def test_weightserver_answers_the_ping_for_its_own_run_only(redis_url):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")} | {
+        "PPOMQ_REDIS_URL": redis_url,
+        "PPOMQ_BIND": f"tcp://127.0.0.1:{port}",
+        "PPOMQ_RUN_ID": "probe-run",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ppomq.cli", "weightserver"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            res = _probe("weightserver", **{k: v for k, v in env.items() if k.startswith("PPOMQ")})
+            if res.returncode == 0 or time.monotonic() > deadline:
+                break
+            assert server.poll() is None, server.stderr.read().decode()  # type: ignore[union-attr]
+        assert res.returncode == 0, res.stdout
+        other = {k: v for k, v in env.items() if k.startswith("PPOMQ")} | {"PPOMQ_RUN_ID": "other"}
+        res = _probe("weightserver", **other)
+        assert res.returncode == 1 and "serves run 'probe-run'" in res.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+
+
+def test_unknown_service_is_a_usage_error():
+    assert _probe("redis").returncode == 2

@@ -1,0 +1,70 @@
+"""Prometheus /metrics: served over real HTTP, counters follow the services' totals."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from ppomq.metrics import ActorMetrics, LearnerMetrics, start_metrics_server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port: int) -> dict[tuple[str, tuple], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def test_learner_counters_advance_to_the_totals_the_learner_keeps():
+    registry = CollectorRegistry()
+    port = _free_port()
+    start_metrics_server(port, addr="127.0.0.1", registry=registry)
+    m = LearnerMetrics(registry)
+    m.record_update(
+        version=1, env_steps=256, accepted=1, rejects={"stale": 3}, phase_s={"sgd": 0.5}
+    )
+    m.record_update(
+        version=2, env_steps=512, accepted=2, rejects={"stale": 5, "bad_shape": 1}, sps=1000.0
+    )
+    got = _scrape(port)
+    assert got[("ppomq_learner_version", ())] == 2
+    assert got[("ppomq_learner_env_steps_total", ())] == 512
+    assert got[("ppomq_learner_batches_accepted_total", ())] == 2
+    assert got[("ppomq_learner_batches_rejected_total", (("reason", "stale"),))] == 5
+    assert got[("ppomq_learner_batches_rejected_total", (("reason", "bad_shape"),))] == 1
+    assert got[("ppomq_learner_phase_seconds_total", (("phase", "sgd"),))] == 0.5
+    assert got[("ppomq_learner_sps", ())] == 1000.0
+
+
+def test_actor_metrics_count_batches_and_steps():
+    registry = CollectorRegistry()
+    m = ActorMetrics(registry)
+    m.record_batch(env_steps=256, policy_version=3)
+    m.record_batch(env_steps=256, policy_version=4)
+    assert registry.get_sample_value("ppomq_actor_env_steps_total") == 512
+    assert registry.get_sample_value("ppomq_actor_batches_sent_total") == 2
+    assert registry.get_sample_value("ppomq_actor_policy_version") == 4
+    assert registry.get_sample_value("ppomq_actor_sps") > 0
+
+
+def test_port_zero_serves_nothing_and_a_taken_port_is_an_error():
+    start_metrics_server(0)  # off: returns without binding anything
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"127.0.0.1:{port}"):
+            start_metrics_server(port, addr="127.0.0.1", registry=CollectorRegistry())

@@ -1,0 +1,307 @@
+"""Rollout codec: round trips, zero copy, every rejection reason, and the check order."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import msgpack
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ppomq.proto import DecodeError, Reason, SeqTracker, decode, encode
+from ppomq.proto.rollout import EpisodeStats
+
+from .badmsgs import MUTATIONS, Generator, HypothesisSource, RngSource
+from .factory import make_batch, make_spec, wire
+
+ROLLOUT_REASONS = set(Reason) - {Reason.STALE, Reason.CHECKSUM}
+
+
+def _assert_same(batch, out) -> None:
+    assert list(out.arrays) == list(batch.arrays)
+    for name, arr in batch.arrays.items():
+        assert out.arrays[name].dtype == arr.dtype.newbyteorder("<"), name
+        np.testing.assert_array_equal(out.arrays[name], arr, err_msg=name)
+    for key in ("run_id", "actor_id", "seq", "policy_version", "env_id", "created_ns"):
+        assert getattr(out, key) == getattr(batch, key)
+    assert out.episodes == batch.episodes
+
+
+@pytest.mark.parametrize(
+    "kind,recurrent,bootstrap_obs,obs_dtype",
+    [
+        ("discrete", False, False, "float32"),
+        ("discrete", False, True, "uint8"),
+        ("continuous", False, False, "float64"),
+        ("continuous", True, True, "float16"),
+        ("discrete", True, False, "int16"),
+    ],
+)
+def test_round_trip_keeps_every_array_and_field(kind, recurrent, bootstrap_obs, obs_dtype):
+    spec = make_spec(kind, recurrent=recurrent, obs_dtype=obs_dtype, obs_shape=(2, 3))
+    batch = make_batch(spec, np.random.default_rng(1), seq=5, bootstrap_obs=bootstrap_obs)
+    out = decode(wire(batch), spec)
+    _assert_same(batch, out)
+    assert out.nbytes == sum(map(len, wire(batch)))
+
+
+def test_decode_returns_views_over_the_received_frames_not_copies():
+    spec = make_spec()
+    frames = wire(make_batch(spec, np.random.default_rng(2)))
+    out = decode(frames, spec)
+    for i, name in enumerate(out.arrays, start=1):
+        assert np.shares_memory(out.arrays[name], np.frombuffer(frames[i], np.uint8)), name
+
+
+def test_encode_sends_the_callers_arrays_without_copying():
+    spec = make_spec()
+    batch = make_batch(spec, np.random.default_rng(3))
+    frames = encode(batch)
+    for frame, arr in zip(frames[1:], batch.arrays.values(), strict=True):
+        assert frame is arr
+
+
+def test_encode_converts_big_endian_and_strided_arrays_to_the_wire_layout():
+    spec = make_spec()
+    batch = make_batch(spec, np.random.default_rng(4))
+    batch.arrays["logp"] = batch.arrays["logp"].astype(">f4")
+    batch.arrays["values"] = np.asfortranarray(batch.arrays["values"])
+    expected = {k: np.array(v) for k, v in batch.arrays.items()}
+    out = decode(wire(batch), spec)
+    for name, arr in expected.items():
+        np.testing.assert_array_equal(out.arrays[name], arr)
+
+
+def test_encode_refuses_a_dtype_the_wire_does_not_carry():
+    spec = make_spec()
+    batch = make_batch(spec, np.random.default_rng(5))
+    batch.arrays["obs"] = batch.arrays["obs"].astype(np.complex64)
+    with pytest.raises(ValueError, match="not a wire dtype"):
+        encode(batch)
+
+
+def test_encode_accepts_numpy_scalars_in_header_and_episodes():
+    spec = make_spec()
+    batch = make_batch(spec, np.random.default_rng(6))
+    batch.seq = np.int64(9)
+    batch.episodes = EpisodeStats([np.float32(1.5)], [np.int64(7)])
+    out = decode(wire(batch), spec)
+    assert out.seq == 9 and out.episodes == EpisodeStats([1.5], [7])
+
+
+def test_large_finite_floats_are_accepted_and_nan_is_not():
+    # The finiteness test is a dot product; 1e30**2 overflows it, which must not count.
+    spec = make_spec()
+    batch = make_batch(spec, np.random.default_rng(7))
+    batch.arrays["rewards"][:] = 3e38
+    assert decode(wire(batch), spec).arrays["rewards"][0, 0] == np.float32(3e38)
+    batch.arrays["rewards"][1, 1] = np.nan
+    with pytest.raises(DecodeError) as err:
+        decode(wire(batch), spec)
+    assert err.value.reason is Reason.NON_FINITE
+
+
+def test_empty_observation_arrays_round_trip():
+    spec = make_spec(obs_shape=(0,))
+    batch = make_batch(spec, np.random.default_rng(8))
+    _assert_same(batch, decode(wire(batch), spec))
+
+
+def test_seq_must_rise_per_actor_and_rejected_batches_are_not_recorded():
+    spec = make_spec()
+    rng = np.random.default_rng(9)
+    seqs = SeqTracker()
+    decode(wire(make_batch(spec, rng, seq=3)), spec, seqs)
+    decode(wire(make_batch(spec, rng, seq=1, actor_id="other")), spec, seqs)
+    bad = make_batch(spec, rng, seq=10)
+    bad.arrays["values"][0, 0] = np.inf
+    with pytest.raises(DecodeError):
+        decode(wire(bad), spec, seqs)
+    decode(wire(make_batch(spec, rng, seq=4)), spec, seqs)  # 10 was never recorded
+    for seq in (4, 2):
+        with pytest.raises(DecodeError) as err:
+            decode(wire(make_batch(spec, rng, seq=seq)), spec, seqs)
+        assert err.value.reason is Reason.SEQ_NOT_INCREASING
+
+
+def test_seq_tracker_forgets_the_least_recent_actor_beyond_its_bound():
+    seqs = SeqTracker(max_actors=2)
+    for actor in ("a", "b", "c"):
+        seqs.record(actor, 5)
+    assert len(seqs) == 2
+    seqs.check("a", 1)  # forgotten: accepted again
+    with pytest.raises(DecodeError):
+        seqs.check("c", 5)
+
+
+def test_a_cached_array_table_does_not_let_float_or_bool_dims_through():
+    # The fast path compares the table with ==, under which 4.0 == 4 and True == 1.
+    spec = make_spec(obs_shape=(1,))
+    rng = np.random.default_rng(10)
+    decode(wire(make_batch(spec, rng)), spec)  # warm the cache
+    for fake in (4.0, True):
+        frames = wire(make_batch(spec, rng))
+        h = msgpack.unpackb(frames[0])
+        h["arrays"][0]["shape"] = [4, 2, fake] if fake is not True else [4, 2, True]
+        frames[0] = msgpack.packb(h)
+        with pytest.raises(DecodeError) as err:
+            decode(frames, spec)
+        assert err.value.reason is Reason.SHAPE_MISMATCH
+
+
+def test_first_failing_check_in_spec_order_decides_the_reason():
+    spec = make_spec()
+    frames = wire(make_batch(spec, np.random.default_rng(11)))
+    h = msgpack.unpackb(frames[0])
+    h["run_id"] = "someone-else"  # step 4
+    h["arrays"][2]["dtype"] = "complex64"  # step 5
+    bad = [msgpack.packb(h), *frames[1:-1], frames[-1] + b"x"]
+    with pytest.raises(DecodeError) as err:
+        decode(bad, spec)
+    assert err.value.reason is Reason.RUN_ID
+    h["run_id"] = spec.run_id
+    with pytest.raises(DecodeError) as err:
+        decode([msgpack.packb(h), *bad[1:]], spec)
+    assert err.value.reason is Reason.DTYPE_NOT_ALLOWED
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_each_crafted_message_gets_its_reason(mutation):
+    spec = make_spec()
+    gen = Generator(spec, np.random.default_rng(12))
+    seqs = SeqTracker()
+    decode(gen.base()[0], spec, seqs)  # one accepted batch so that seq cases have a past
+    gen.last_good = gen.seq
+    src = RngSource(np.random.default_rng(hash(mutation) % 2**32))
+    for _ in range(60):
+        frames, reason = MUTATIONS[mutation](gen, src)
+        try:
+            decode(frames, spec, seqs)
+            got = None
+        except DecodeError as exc:
+            got = exc.reason
+        assert got is reason, (mutation, frames[0][:200])
+        if reason is None:
+            gen.last_good = msgpack.unpackb(frames[0])["seq"]
+
+
+def test_every_rollout_reason_is_reachable_by_a_crafted_message():
+    spec = make_spec()
+    gen = Generator(spec, np.random.default_rng(13))
+    src = RngSource(np.random.default_rng(14))
+    seqs = SeqTracker()
+    seen: Counter[Reason] = Counter()
+    for _ in range(3000):
+        frames, reason, _ = gen.make(src)
+        try:
+            decode(frames, spec, seqs)
+        except DecodeError as exc:
+            assert exc.reason is reason
+            seen[exc.reason] += 1
+        else:
+            assert reason is None
+    assert set(seen) == ROLLOUT_REASONS
+
+
+def test_a_message_without_frames_is_a_frame_count_error():
+    with pytest.raises(DecodeError) as err:
+        decode([], make_spec())
+    assert err.value.reason is Reason.FRAME_COUNT
+
+
+def test_reason_codes_are_unique_and_stable():
+    codes = [r.code for r in Reason]
+    assert len(set(codes)) == len(codes)
+    assert Reason.FRAME_COUNT.code == 1 and Reason.INVALID_VALUE.code == 22
+
+
+# ------------------------------------------------------------------ property tests
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_property_catalogue_messages_get_their_expected_reason(data):
+    spec = make_spec()
+    gen = Generator(spec, np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))))
+    seqs = SeqTracker()
+    decode(gen.base()[0], spec, seqs)
+    gen.last_good = gen.seq
+    frames, reason, name = gen.make(HypothesisSource(data))
+    try:
+        decode(frames, spec, seqs)
+        got = None
+    except DecodeError as exc:
+        got = exc.reason
+    assert got is reason, name
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kind=st.sampled_from(["discrete", "continuous"]),
+    t=st.integers(1, 9),
+    n=st.integers(1, 5),
+    obs_shape=st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple),
+    obs_dtype=st.sampled_from(["float32", "float16", "float64", "uint8", "int8", "bool"]),
+    recurrent=st.booleans(),
+    bootstrap_obs=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_round_trip(kind, t, n, obs_shape, obs_dtype, recurrent, bootstrap_obs, seed):
+    spec = make_spec(kind, t=t, n=n, obs_shape=obs_shape, obs_dtype=obs_dtype, recurrent=recurrent)
+    batch = make_batch(spec, np.random.default_rng(seed), bootstrap_obs=bootstrap_obs)
+    _assert_same(batch, decode(wire(batch), spec))
+
+
+_msgpack_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_property_nothing_but_decode_error_escapes(data):
+    spec = make_spec()
+    frames = wire(make_batch(spec, np.random.default_rng(0)))
+    h = msgpack.unpackb(frames[0])
+    how = data.draw(st.sampled_from(["frames", "header_value", "table_value", "entry_value"]))
+    if how == "frames":
+        frames = data.draw(st.lists(st.binary(max_size=64), max_size=12))
+    else:
+        value = data.draw(_msgpack_values)
+        if how == "header_value":
+            h[data.draw(st.sampled_from([*h, "extra"]))] = value
+        elif how == "table_value":
+            h["arrays"][data.draw(st.integers(0, len(h["arrays"]) - 1))] = value
+        else:
+            entry = h["arrays"][data.draw(st.integers(0, len(h["arrays"]) - 1))]
+            entry[data.draw(st.sampled_from(["name", "dtype", "shape", "other"]))] = value
+        frames[0] = msgpack.packb(h)
+    try:
+        decode(frames, spec, SeqTracker())
+    except DecodeError as exc:
+        assert exc.reason in ROLLOUT_REASONS
+        assert exc.reason is not Reason.HEADER_INVALID or "malformed" not in exc.detail
+
+
+def test_nan_payload_variants_all_count_as_non_finite():
+    spec = make_spec(kind="continuous")
+    rng = np.random.default_rng(15)
+    for bits in (0x7FC00000, 0x7F800001, 0xFFFFFFFF, 0x7F800000, 0xFF800000):
+        batch = make_batch(spec, rng)
+        batch.arrays["actions"].view(np.uint32)[1, 1, 0] = bits
+        with pytest.raises(DecodeError) as err:
+            decode(wire(batch), spec)
+        assert err.value.reason is Reason.NON_FINITE
+        assert not math.isfinite(float(batch.arrays["actions"][1, 1, 0]))
