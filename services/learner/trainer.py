@@ -24,7 +24,7 @@ class PPOConfig:
     anneal_lr: bool = True
     total_steps: int = 0
     update_epochs: int = 20
-    num_minibatches: int = 1
+    minibatch_size: int = 256
     clip_coef: float = 0.2
     clip_vloss: bool = False
     norm_adv: bool = True
@@ -105,7 +105,8 @@ class PPOTrainer:
         size = len(b_obs)
         # Near-equal minibatches that cover every sample (no 1-sample remainder, whose
         # advantage std would be undefined).
-        n_mb = max(1, min(cfg.num_minibatches, size // 2))
+        n_mb = 1 if cfg.minibatch_size == 0 else max(1, round(size / cfg.minibatch_size))
+        n_mb = min(n_mb, max(1, size // 2))
         stats: dict[str, list[float]] = {}
         approx_kl = 0.0
         epochs_run = 0

@@ -109,7 +109,12 @@ class PPOSettings(_Group):
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
     anneal_lr: bool = Field(True, description="Anneal the learning rate to 0 at --total-steps.")
     update_epochs: int = Field(20, ge=1, description="Passes over each batch per update.")
-    num_minibatches: int = Field(1, ge=1, description="Minibatches per epoch.")
+    minibatch_size: int = Field(
+        256,
+        ge=0,
+        description="Samples per SGD step; each epoch splits the update's batch into "
+        "near-equal minibatches of about this size. 0: the whole batch in one step.",
+    )
     clip_coef: float = Field(0.2, gt=0, description="PPO surrogate clip range.")
     clip_vloss: bool = Field(False, description="Clip the value loss as the policy is clipped.")
     norm_adv: bool = Field(True, description="Normalize advantages per minibatch.")

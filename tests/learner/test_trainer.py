@@ -46,7 +46,7 @@ def test_an_update_makes_the_rewarded_action_more_likely():
     trainer = PPOTrainer(
         policy=policy,
         config=PPOConfig(
-            gamma=0.9, anneal_lr=False, learning_rate=1e-2, update_epochs=4, num_minibatches=3
+            gamma=0.9, anneal_lr=False, learning_rate=1e-2, update_epochs=4, minibatch_size=40
         ),
     )
     probe = torch.randn(256, 3)
