@@ -7,7 +7,6 @@ Tests never mock Redis: a `redis_url` test gets a flushed database of a real ser
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import tempfile
 import time
@@ -18,15 +17,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from ppomq.embedded_redis import free_port
 from ppomq.redis_util import redis_server_binary
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

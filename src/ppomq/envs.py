@@ -17,8 +17,21 @@ def env_seed(run_seed: int, actor_index: int, env_index: int) -> int:
 
 def check_env_id(env_id: str) -> None:
     """Fail with a one-line fix for an env id Gymnasium does not know."""
+    import importlib
+
     import gymnasium as gym
 
+    # Gymnasium's "module:EnvId" syntax (gym.make imports `module` first): import it here
+    # too, so that envs registered on import pass this check in every process.
+    module, _, env_id = env_id.rpartition(":")
+    if module:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            raise UsageError(
+                f"cannot import {module!r} for env id {module}:{env_id} ({exc}); "
+                "check the module name and that it is on PYTHONPATH"
+            ) from None
     if env_id not in gym.envs.registry:
         close = [k for k in gym.envs.registry if k.lower().startswith(env_id.split("-")[0].lower())]
         hint = f" Did you mean {', '.join(sorted(close)[:3])}?" if close else ""

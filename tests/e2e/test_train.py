@@ -90,6 +90,11 @@ def test_an_actor_killed_mid_rollout_is_restarted_and_the_learner_keeps_training
         key = f"ppomq:{cfg['run_id']}:actors"
         while len(r.hkeys(key)) < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
+        status = _run(["status", "--run-dir", str(run_dir), "--json"])
+        assert status.returncode == 0, status.stderr
+        live = json.loads(status.stdout)
+        assert len(live["actors"]) == 2 and live["version"] >= 0
+        assert {"policy_age", "last_seen_s_ago"} <= set(live["actors"][0])
         victim = sorted(k.decode() for k in r.hkeys(key))[0]
         os.kill(int(victim.split("-")[1]), signal.SIGKILL)
         stats_key = f"ppomq:{cfg['run_id']}:stats"
@@ -107,6 +112,21 @@ def test_an_actor_killed_mid_rollout_is_restarted_and_the_learner_keeps_training
     assert "restarting" in output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["batches_accepted"] > 0
+
+
+def test_a_restarted_run_resumes_from_its_checkpoint(tmp_path):
+    run_dir = tmp_path / "resume"
+    first = _run(["train", "--total-steps", "2000", "--run-dir", str(run_dir), *SMALL])
+    assert first.returncode == 0, first.stdout + first.stderr
+    s1 = json.loads((run_dir / "summary.json").read_text())
+    second = _run(["train", "--total-steps", "4000", "--run-dir", str(run_dir), *SMALL])
+    assert second.returncode == 0, second.stdout + second.stderr
+    s2 = json.loads((run_dir / "summary.json").read_text())
+    # Counters and versions continue from the checkpoint instead of starting over.
+    assert s2["total_env_steps"] >= 4000
+    assert s2["total_env_steps"] - s1["total_env_steps"] < 4000
+    assert s2["versions"] > s1["versions"]
+    assert "resumed from" in (run_dir / "logs" / "learner.log").read_text()
 
 
 def _one_line_error(out: subprocess.CompletedProcess[str]) -> str:

@@ -12,14 +12,9 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry
 
+from ppomq.embedded_redis import free_port
 from ppomq.healthcheck import detect_service
 from ppomq.metrics import start_metrics_server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _probe(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -48,7 +43,7 @@ def test_service_is_read_from_the_command_line(cmdline, service):
 
 
 def test_learner_is_healthy_only_while_its_rollout_port_accepts():
-    port = _free_port()
+    port = free_port()
     res = _probe("learner", PPOMQ_ROLLOUT_BIND=f"tcp://*:{port}")
     assert res.returncode == 1 and "refused" in res.stdout
     with socket.socket() as listener:
@@ -59,7 +54,7 @@ def test_learner_is_healthy_only_while_its_rollout_port_accepts():
 
 
 def test_actor_is_probed_on_its_metrics_port():
-    port = _free_port()
+    port = free_port()
     assert _probe("actor", PPOMQ_METRICS_PORT=str(port)).returncode == 1
     start_metrics_server(port, addr="127.0.0.1", registry=CollectorRegistry())
     res = _probe("actor", PPOMQ_METRICS_PORT=str(port))
@@ -69,7 +64,7 @@ def test_actor_is_probed_on_its_metrics_port():
 
 
 def test_weightserver_answers_the_ping_for_its_own_run_only(redis_url):
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")} | {
         "PPOMQ_REDIS_URL": redis_url,
         "PPOMQ_BIND": f"tcp://127.0.0.1:{port}",

@@ -9,13 +9,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
+from ppomq.embedded_redis import free_port
 from ppomq.metrics import ActorMetrics, LearnerMetrics, start_metrics_server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple], float]:
@@ -30,7 +25,7 @@ def _scrape(port: int) -> dict[tuple[str, tuple], float]:
 
 def test_learner_counters_advance_to_the_totals_the_learner_keeps():
     registry = CollectorRegistry()
-    port = _free_port()
+    port = free_port()
     start_metrics_server(port, addr="127.0.0.1", registry=registry)
     m = LearnerMetrics(registry)
     m.record_update(
