@@ -50,8 +50,10 @@ def load_weights_file(path: str | Path) -> tuple[ActorCritic, dict[str, Any]]:
         raise NotFoundError(f"weights file {path} not found; check the path")
     try:
         doc = torch.load(path, map_location="cpu", weights_only=False)
-        meta = doc["metadata"]
-        model = meta.get("model") or meta.get("header", {}).get("model")
+        meta = dict(doc["metadata"])
+        # Exported versions carry the env in the header's `extra`; run dirs at top level.
+        meta.setdefault("env_id", meta.get("extra", {}).get("env_id"))
+        model = meta["model"]
         policy = ActorCritic(model)
         policy.load_state_dict({k: torch.as_tensor(v) for k, v in doc["state_dict"].items()})
     except (KeyError, TypeError, RuntimeError, EOFError) as exc:

@@ -1,0 +1,48 @@
+"""`ppomq eval`: weights exported from Redis evaluate without being told the env."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+
+from ppomq.policy import ActorCritic, numpy_state
+from ppomq.proto import pack_weights
+from ppomq.redis_util import connect_redis
+from ppomq.weightserver.store import WeightStore
+
+SPEC = {"arch": "mlp", "obs_shape": [4], "action_kind": "discrete", "n_actions": 2,
+        "hidden": [8]}  # fmt: skip
+
+
+def _ppomq(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    return subprocess.run([sys.executable, "-m", "ppomq.cli", *args], capture_output=True,
+                          text=True, env=env, timeout=120)  # fmt: skip
+
+
+def test_an_exported_version_evaluates_on_the_env_it_was_trained_on(redis_url, tmp_path):
+    torch.manual_seed(0)
+    header, blob = pack_weights(
+        3, numpy_state(ActorCritic(SPEC)), model=SPEC,
+        extra={"env_id": "CartPole-v1", "run_id": "ev"},
+    )  # fmt: skip
+    WeightStore(connect_redis(redis_url), "ev").publish(header, blob)
+    out = tmp_path / "v3.pt"
+    exported = _ppomq("weights", "export", "3", "-o", str(out), "--redis-url", redis_url,
+                      "--run-id", "ev")  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    result = _ppomq("eval", "--weights", str(out), "--episodes", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["env_id"] == "CartPole-v1" and doc["version"] == 3 and doc["mean_return"] > 0
+
+
+def test_eval_needs_exactly_one_source_and_an_existing_file(tmp_path):
+    both = _ppomq("eval")
+    assert both.returncode == 2 and "exactly one" in both.stderr
+    missing = _ppomq("eval", "--weights", str(tmp_path / "nope.pt"))
+    assert missing.returncode == 3 and "Traceback" not in missing.stderr
