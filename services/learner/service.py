@@ -107,6 +107,7 @@ class LearnerLoop:
         self.trained_samples = int(c.get("trained_samples", 0))
         self.wall_offset = float(c.get("wall_s", 0.0))
         self.start = time.monotonic()
+        self.start_unix = time.time()  # the same instant on the Unix clock, for benchmarks
         self.actors: dict[str, dict[str, Any]] = {}
         self.decode_rejects: dict[str, int] = {}
         self.produced_batches = 0
@@ -126,6 +127,7 @@ class LearnerLoop:
             model=self.trainer.policy.spec,
             learner_step=self.trainer.updates,
             env_steps=self.env_steps,
+            extra={"env_id": self.s.env_id, "run_id": self.s.run_id},
         )
         self.store.publish(header, blob)
         return time.perf_counter() - t0
@@ -452,6 +454,10 @@ def finish_run(loop: LearnerLoop, settings: LearnerSettings, threshold: float | 
         "solve_threshold": threshold,
         "solved_at_env_steps": loop.recorder.solved_at_env_steps,
         "solved_at_wall_s": loop.recorder.solved_at_wall_s,
+        # Learner clock -> Unix time: solved_at_unix = started_unix + solved_at_wall_s -
+        # resumed_wall_s (a resumed run's clock starts at the wall time it had reached).
+        "started_unix": round(loop.start_unix, 6),
+        "resumed_wall_s": round(loop.wall_offset, 3),
         "final_mean_return_20": loop.recorder.mean_return,
         "final_eval_return": eval_return,
         "episodes": loop.recorder.episodes,
