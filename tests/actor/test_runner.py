@@ -75,3 +75,16 @@ def test_unknown_env_id_is_a_user_error_naming_the_fix(env_id):
 
     with pytest.raises(UsageError, match="--env-id"):
         make_vector_env(env_id, 1, [0])
+
+
+def test_async_vectorization_steps_envs_in_subprocesses_with_the_same_contract():
+    spec = rollout_spec_for("CartPole-v1", run_id="r", num_steps=8, max_bytes=1 << 26)
+    envs = make_vector_env("CartPole-v1", 2, [env_seed(1, 0, i) for i in range(2)], "async")
+    try:
+        runner = EnvRunner(envs=envs, spec=spec, run_id="r", actor_id="a0", env_id="CartPole-v1")
+        policy = ActorCritic(model_spec_for(spec, [8]))
+        batch = runner.sample(InferencePolicy(policy), policy_version=0, seq=0)
+        frames = [bytes(memoryview(f)) for f in encode(batch)]
+        assert decode(frames, spec).arrays["obs"].shape == (8, 2, 4)
+    finally:
+        envs.close()

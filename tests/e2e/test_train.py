@@ -171,3 +171,32 @@ def test_status_reports_a_finished_runs_learner(tmp_path):
     out = _run(["status", "--redis-url", "redis://127.0.0.1:1/0", "--run-id", "nope"])
     assert out.returncode == 4
     _one_line_error(out)
+
+
+def test_ctrl_c_stops_every_process_and_still_leaves_a_summary(tmp_path):
+    run_dir = tmp_path / "int"
+    proc = subprocess.Popen(
+        [*PPOMQ, "train", "--total-steps", "0", "--run-dir", str(run_dir), *SMALL],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        progress = run_dir / "progress.csv"
+        while time.monotonic() < deadline and (
+            not progress.exists() or len(progress.read_text().splitlines()) < 3
+        ):
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, output
+    assert "Traceback" not in output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["versions"] >= 1
+    # Nothing of the run is left behind: no process still holds its log files open.
+    cfg = json.loads((run_dir / "settings.json").read_text())
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(cfg["redis_url"], socket_connect_timeout=1).ping()
