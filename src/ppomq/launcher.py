@@ -220,7 +220,7 @@ class Launcher:
             child.wait(deadline - time.monotonic())
             child.close()
         if self.redis is not None:
-            self.redis.stop()
+            self.redis.close()
 
 
 def _note(text: str) -> None:
