@@ -1,0 +1,81 @@
+"""The end of a run: final weights, greedy evaluation, summary.json, learning curve."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ppomq.policy import ActorCritic
+from ppomq.rundir import plot_learning_curve
+from ppomq.settings import LearnerSettings
+
+from .loop import LearnerLoop
+
+log = logging.getLogger("ppomq.learner")
+
+
+def save_final_weights(path: Path, policy: ActorCritic, meta: dict[str, Any]) -> None:
+    torch.save({"state_dict": policy.state_dict(), "metadata": meta}, path)
+
+
+def finish_run(loop: LearnerLoop, settings: LearnerSettings, threshold: float | None) -> None:
+    """Final weights, evaluation, summary.json and the learning-curve PNG."""
+    from ppomq.evaluate import evaluate_policy
+
+    run_dir = Path(settings.run_dir)
+    meta = {
+        "version": loop.version,
+        "env_id": settings.env_id,
+        "run_id": settings.run_id,
+        "env_steps": loop.env_steps,
+        "model": loop.trainer.policy.spec,
+    }
+    save_final_weights(run_dir / "final_weights.pt", loop.trainer.policy, meta)
+    eval_return = None
+    if settings.eval_episodes > 0:
+        eval_return = evaluate_policy(
+            loop.trainer.policy,
+            settings.env_id,
+            episodes=settings.eval_episodes,
+            seed=settings.seed + 10_000,
+        )
+    wall = loop.wall_s
+    phases = dict(loop.phase_totals)
+    rejects = loop.rejects()
+    summary = {
+        "env_id": settings.env_id,
+        "mode": settings.mode,
+        "actors": settings.actors,
+        "run_id": settings.run_id,
+        "total_env_steps": loop.env_steps,
+        "trained_samples": loop.trained_samples,
+        "wall_seconds": round(wall, 3),
+        "sps": round(loop.env_steps / max(wall, 1e-9), 1),
+        "versions": loop.version,
+        "batches_produced": loop.produced_batches,
+        "batches_accepted": loop.gate.accepted,
+        "batches_rejected": rejects,
+        "waste_ratio": (sum(rejects.values()) / loop.produced_batches)
+        if loop.produced_batches
+        else 0.0,
+        "policy_age_histogram": {str(k): v for k, v in sorted(loop.gate.ages.items())},
+        "learner_time_s": {k: round(v, 3) for k, v in phases.items()},
+        "solve_threshold": threshold,
+        "solved_at_env_steps": loop.recorder.solved_at_env_steps,
+        "solved_at_wall_s": loop.recorder.solved_at_wall_s,
+        # Learner clock -> Unix time: solved_at_unix = started_unix + solved_at_wall_s -
+        # resumed_wall_s (a resumed run's clock starts at the wall time it had reached).
+        "started_unix": round(loop.start_unix, 6),
+        "resumed_wall_s": round(loop.wall_offset, 3),
+        "final_mean_return_20": loop.recorder.mean_return,
+        "final_eval_return": eval_return,
+        "episodes": loop.recorder.episodes,
+    }
+    loop.recorder.write_json("summary.json", summary)
+    if loop.recorder.episodes:
+        plot_learning_curve(run_dir, threshold=threshold)
+    log.info("run finished: %s", json.dumps(summary))
