@@ -28,9 +28,8 @@ from typing import Any
 
 import zmq
 
+from ppomq.proto import weights_rpc as protocol
 from ppomq.proto.weights import WeightsHeader, decode_weights
-
-from . import protocol
 
 
 class WeightsTimeoutError(TimeoutError):

@@ -28,11 +28,11 @@ import zmq
 
 from ppomq.errors import UserError
 from ppomq.log import setup_logging
+from ppomq.proto import weights_rpc as protocol
 from ppomq.proto.errors import DecodeError, Reason
 from ppomq.proto.weights import WeightsHeader, decode_weights
 from ppomq.redis_util import REDIS_FAILURES, describe_redis_error, make_redis, redact_url
 
-from . import protocol
 from .keys import RunKeys
 from .store import VersionNotFoundError, WeightStore
 

@@ -1,6 +1,6 @@
 """The weightserver's request/reply messages (ZeroMQ; ROUTER on the server side).
 
-Spec, v1 (meant to move to proto/ beside WEIGHTS.md):
+Spec, v1 (WEIGHTS.md describes the weights message these replies carry):
 
 A request is one ZeroMQ message. A REQ client sends the body alone (REQ adds the empty
 delimiter); a DEALER client sends an empty delimiter frame, then the body. Without the
