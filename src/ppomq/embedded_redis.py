@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import UserError
+from .procutil import die_with_parent
 from .redis_util import redis_server_binary
 
 
@@ -63,7 +64,9 @@ class RedisProcess:
             "--dir", str(self.workdir),
             *self.extra_args,
         ]  # fmt: skip
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent
+        )
         deadline = time.monotonic() + timeout_s
         while not _answers(self.port):
             if self.proc.poll() is not None:

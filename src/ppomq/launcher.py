@@ -20,6 +20,7 @@ from typing import IO, Any
 from .embedded_redis import EmbeddedRedis, free_port
 from .envs import check_env_id
 from .errors import UserError
+from .procutil import die_with_parent
 from .redis_util import connect_redis
 from .settings import (
     ActorSettings,
@@ -31,6 +32,14 @@ from .settings import (
 )
 
 STOP_GRACE_S = 20.0
+
+
+class _Terminated(Exception):
+    """SIGTERM to `ppomq train`: stop like Ctrl-C does."""
+
+
+def _raise_terminated(signum: int, _frame: Any) -> None:
+    raise _Terminated
 
 
 @dataclass
@@ -53,6 +62,7 @@ class Child:
             stdout=self.log_fh,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
             start_new_session=True,
         )
 
@@ -275,12 +285,14 @@ def run_train(settings: TrainSettings) -> int:
     )
     interrupted = False
     code = 1
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         launcher.start()
         progress = Progress(launcher) if settings.progress else None
         code = launcher.supervise(progress)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated):
         interrupted = True
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         print("\nstopping (Ctrl-C again to force)...", flush=True)
     finally:
         launcher.stop()

@@ -200,3 +200,43 @@ def test_ctrl_c_stops_every_process_and_still_leaves_a_summary(tmp_path):
     cfg = json.loads((run_dir / "settings.json").read_text())
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(cfg["redis_url"], socket_connect_timeout=1).ping()
+
+
+def test_a_killed_launcher_takes_its_processes_with_it(tmp_path):
+    run_dir = tmp_path / "orphans"
+    proc = subprocess.Popen(
+        [*PPOMQ, "train", "--total-steps", "0", "--run-dir", str(run_dir), *SMALL],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        progress = run_dir / "progress.csv"
+        while time.monotonic() < deadline and (
+            not progress.exists() or len(progress.read_text().splitlines()) < 2
+        ):
+            time.sleep(0.2)
+        cfg = json.loads((run_dir / "settings.json").read_text())
+        r = redis.Redis.from_url(cfg["redis_url"])
+        pids = [int(k.decode().split("-")[1]) for k in r.hkeys(f"ppomq:{cfg['run_id']}:actors")]
+        assert pids
+        proc.kill()  # SIGKILL: the launcher runs no cleanup at all
+        proc.wait()
+        deadline = time.monotonic() + 30
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in pids if _running(p)]
+        assert not alive, f"actors outlived the launcher: {alive}"
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis.from_url(cfg["redis_url"], socket_connect_timeout=1).ping()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
