@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "weights",
     "eval",
     "status",
+    "bench",
 )
 
 
