@@ -100,7 +100,8 @@ def run_learner(settings: LearnerSettings) -> int:
     if threshold is None:
         import gymnasium as gym
 
-        threshold = gym.spec(settings.env_id).reward_threshold
+        # "module:EnvId" (Gymnasium's own form) names a module to import, then the id.
+        threshold = gym.spec(settings.env_id.rpartition(":")[2]).reward_threshold
     recorder = RunRecorder(run_dir, solve_threshold=threshold)
     batches: queue.Queue[RolloutBatch] = queue.Queue(maxsize=settings.queue_batches)
     receiver = BatchReceiver(
