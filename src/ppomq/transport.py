@@ -76,7 +76,36 @@ def _check_timeout(timeout_ms: int) -> int:
     return timeout_ms
 
 
-class RolloutSender:
+class _SocketEnd:
+    """What both ends share: the socket, `closed`, and closing as a context manager."""
+
+    _sock: zmq.Socket[Any]
+
+    @property
+    def socket(self) -> zmq.Socket[Any]:
+        """The underlying ZeroMQ socket, for monitoring (`get_monitor_socket`) and tests."""
+        return self._sock
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._sock.closed)
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class RolloutSender(_SocketEnd):
     """The actor's end: a PUSH socket connected to the learner's `endpoint`.
 
     `send(encode(batch), timeout_ms=...)` returns True once the message is queued (ZeroMQ
@@ -160,33 +189,13 @@ class RolloutSender:
             # peer never reports room, so this waits out the timeout instead of queueing).
             self._sock.poll(max(1, int(remaining * 1000)), zmq.POLLOUT)
 
-    @property
-    def socket(self) -> zmq.Socket[Any]:
-        """The underlying ZeroMQ socket, for monitoring (`get_monitor_socket`) and tests."""
-        return self._sock
-
-    @property
-    def closed(self) -> bool:
-        return bool(self._sock.closed)
-
     def close(self) -> None:
         """Close the socket now; unsent messages get at most `linger_ms` to leave."""
         if not self._sock.closed:
             self._sock.close()
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class RolloutReceiver:
+class RolloutReceiver(_SocketEnd):
     """The learner's end: a PULL socket bound at `endpoint`, fair-queuing all actors.
 
     Bind to `tcp://127.0.0.1:0` (or `:*`) for a free port; `endpoint` then holds the
@@ -243,15 +252,6 @@ class RolloutReceiver:
         except zmq.Again:  # a message is delivered whole or not at all; this is a spurious wake
             return None
 
-    @property
-    def socket(self) -> zmq.Socket[Any]:
-        """The underlying ZeroMQ socket, for monitoring (`get_monitor_socket`) and tests."""
-        return self._sock
-
-    @property
-    def closed(self) -> bool:
-        return bool(self._sock.closed)
-
     def close(self) -> None:
         """Close the socket and, for ipc://, remove the socket file this receiver bound."""
         if self._sock.closed:
@@ -262,17 +262,6 @@ class RolloutReceiver:
         if path != self.endpoint and not path.startswith("@"):  # "@": abstract, no file
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 __all__ = [
