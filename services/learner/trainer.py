@@ -12,8 +12,10 @@ import torch
 from ppomq.policy import ActorCritic
 from ppomq.proto import RolloutBatch
 
+from .analytic_grad import ActorCriticGradient, Minibatch
+from .flat_params import FlatAdam, FlatParameters
 from .gae import compute_gae
-from .ppo_loss import ppo_loss
+from .ppo_loss import PPOLossStats, ppo_loss
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,7 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float | None = None
+    gradients: str = "analytic"
 
     @classmethod
     def from_settings(cls, settings: Any) -> PPOConfig:
@@ -65,35 +68,47 @@ def flatten_batches(
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 
+class AutogradGradient:
+    """The reference: `ActorCritic.evaluate` + `ppo_loss` + `loss.backward()`, for any
+    differentiable policy. Gradients accumulate into the (flat) `.grad` views."""
+
+    def __init__(self, policy: ActorCritic, flat: FlatParameters) -> None:
+        self.policy, self.flat = policy, flat
+
+    def __call__(self, mb: Minibatch, **coefs: Any) -> PPOLossStats:
+        self.flat.grad.zero_()
+        new_logp, entropy, new_values = self.policy.evaluate(mb.obs, mb.actions)
+        loss, stats = ppo_loss(
+            new_logp, mb.old_logp, mb.advantages, new_values, mb.old_values, mb.returns,
+            entropy, **coefs,
+        )  # fmt: skip
+        loss.backward()
+        return stats
+
+
 class PPOTrainer:
     """Owns the policy and the optimizer; `update(batches)` runs one PPO update."""
 
     def __init__(self, *, policy: ActorCritic, config: PPOConfig) -> None:
         self.policy = policy
         self.config = config
-        self._optimizer: torch.optim.Adam | None = None
+        # Every parameter becomes a view into one buffer, so clipping and Adam are a
+        # handful of ops on two flat tensors (see flat_params.py).
+        self.flat = FlatParameters(policy)
+        self.optimizer = FlatAdam(self.flat.data, self.flat.grad, eps=1e-5)
+        self._gradient = (
+            AutogradGradient(policy, self.flat)
+            if config.gradients == "autograd"
+            else ActorCriticGradient(policy)
+        )
         self.updates = 0
 
-    @property
-    def optimizer(self) -> torch.optim.Adam:
-        """Built on first use: torch's first optimizer costs ~1.8 s of imports here, and the
-        learner publishes version 0 (which actors wait for) before it needs one."""
-        if self._optimizer is None:
-            # fused Adam: one kernel for all parameters; 1.6 ms against 2.4 ms per CartPole
-            # SGD step with the default per-parameter loop.
-            self._optimizer = torch.optim.Adam(
-                self.policy.parameters(), lr=self.config.learning_rate, eps=1e-5, fused=True
-            )
-        return self._optimizer
-
-    def _set_lr(self, env_steps: int) -> float:
+    def _learning_rate(self, env_steps: int) -> float:
         cfg = self.config
         lr = cfg.learning_rate
         if cfg.anneal_lr and cfg.total_steps > 0:
             lr *= max(0.0, 1.0 - env_steps / cfg.total_steps)
             lr = max(lr, cfg.learning_rate * 1e-3)  # never exactly 0: a run may go past
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
         return lr
 
     def update(self, batches: list[RolloutBatch], env_steps: int) -> dict[str, float]:
@@ -101,59 +116,53 @@ class PPOTrainer:
         cfg = self.config
         t0 = time.perf_counter()
         flat = flatten_batches(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
-        b_obs = torch.from_numpy(flat["obs"]).float()
-        b_actions = torch.from_numpy(flat["actions"])
-        b_logp = torch.from_numpy(flat["logp"])
-        b_values = torch.from_numpy(flat["values"])
-        b_adv = torch.from_numpy(flat["advantages"])
-        b_returns = torch.from_numpy(flat["returns"])
+        data = Minibatch(
+            obs=torch.from_numpy(flat["obs"]).float().flatten(1),
+            actions=torch.from_numpy(flat["actions"]),
+            old_logp=torch.from_numpy(flat["logp"]),
+            old_values=torch.from_numpy(flat["values"]),
+            advantages=torch.from_numpy(flat["advantages"]),
+            returns=torch.from_numpy(flat["returns"]),
+        )
+        if self.policy.discrete:
+            data = data._replace(actions=data.actions.long())
         t1 = time.perf_counter()
 
-        lr = self._set_lr(env_steps)
-        size = len(b_obs)
+        lr = self._learning_rate(env_steps)
+        size = len(data.obs)
         # Near-equal minibatches that cover every sample (no 1-sample remainder, whose
         # advantage std would be undefined).
         n_mb = 1 if cfg.minibatch_size == 0 else max(1, round(size / cfg.minibatch_size))
         n_mb = min(n_mb, max(1, size // 2))
-        stats: dict[str, list[float]] = {}
-        approx_kl = 0.0
+        bounds = [size // n_mb + (i < size % n_mb) for i in range(n_mb)]
+        coefs = dict(
+            clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
+            clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv,
+        )  # fmt: skip
+        history: list[PPOLossStats] = []
         epochs_run = 0
         for _epoch in range(cfg.update_epochs):
             epochs_run += 1
-            for mb in torch.tensor_split(torch.randperm(size), n_mb):
-                new_logp, entropy, new_values = self.policy.evaluate(b_obs[mb], b_actions[mb])
-                loss, st = ppo_loss(
-                    new_logp,
-                    b_logp[mb],
-                    b_adv[mb],
-                    new_values,
-                    b_values[mb],
-                    b_returns[mb],
-                    entropy,
-                    clip_coef=cfg.clip_coef,
-                    vf_coef=cfg.vf_coef,
-                    ent_coef=cfg.ent_coef,
-                    clip_vloss=cfg.clip_vloss,
-                    norm_adv=cfg.norm_adv,
-                )
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(
-                    self.policy.parameters(), cfg.max_grad_norm, foreach=True
-                )
-                self.optimizer.step()
-                for name, value in st._asdict().items():
-                    stats.setdefault(name, []).append(float(value))
-                approx_kl = float(st.approx_kl)
-            if cfg.target_kl is not None and approx_kl > cfg.target_kl:
+            # One gather per array per epoch, then contiguous slices; a single minibatch
+            # needs no shuffling at all (its gradient does not depend on sample order).
+            shuffled = data
+            if n_mb > 1:
+                perm = torch.randperm(size)
+                shuffled = Minibatch(*(t[perm] for t in data))
+            for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True):
+                history.append(self._gradient(Minibatch(*mb), **coefs))
+                self.flat.clip_grad_norm_(cfg.max_grad_norm)
+                self.optimizer.step(lr)
+            if cfg.target_kl is not None and float(history[-1].approx_kl) > cfg.target_kl:
                 break  # early stop: the policy moved too far from the behaviour policy
         t2 = time.perf_counter()
         self.updates += 1
 
         y_pred, y_true = flat["values"], flat["returns"]
+        means = torch.stack([torch.stack(st) for st in history]).mean(0).tolist()
         var_y = float(np.var(y_true))
         explained_var = float("nan") if var_y == 0 else 1 - float(np.var(y_true - y_pred)) / var_y
-        out = {f"losses/{k}": float(np.mean(v)) for k, v in stats.items()}
+        out = {f"losses/{k}": v for k, v in zip(PPOLossStats._fields, means, strict=True)}
         out.update(
             {
                 "losses/explained_variance": explained_var,
@@ -174,6 +183,6 @@ class PPOTrainer:
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
-        self.policy.load_state_dict(state["policy"])
+        self.policy.load_state_dict(state["policy"])  # copies into the flat buffer in place
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])

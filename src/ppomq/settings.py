@@ -124,6 +124,12 @@ class PPOSettings(_Group):
     target_kl: float | None = Field(
         None, gt=0, description="Stop an update's epochs early above this approx-KL."
     )
+    gradients: Literal["analytic", "autograd"] = Field(
+        "analytic",
+        description="How the learner differentiates the PPO loss: analytic (hand-derived "
+        "for the MLP actor-critic, ~5x faster per SGD step at CartPole sizes) or autograd "
+        "(torch autograd, the reference).",
+    )
     hidden_sizes: str = Field("64,64", description="Hidden layer sizes, comma-separated.")
 
     @property

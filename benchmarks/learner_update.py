@@ -1,0 +1,193 @@
+"""The learner's PPO update: time per SGD step and per update, by gradient engine.
+
+    .venv/bin/python -m benchmarks.learner_update [--rounds 7] [--updates 20] [--quick]
+
+One process, one torch thread (as the learner runs), CartPole-v1 shapes and the training
+defaults (64-64 actor-critic, 20 epochs, 256-sample minibatches), on rollout batches of
+N=8 x T=32 made by the policy itself. Two update sizes: one actor's batch (256 samples,
+1 minibatch per epoch) and two actors' (512 samples, 2 minibatches per epoch).
+
+Engines, interleaved round by round so that all see the same machine:
+  torch-optim  what ppomq did before (and CleanRL does): autograd, clip_grad_norm_ over the
+               parameter list, torch.optim.Adam(fused=True) — the baseline of the ratios
+  autograd     `--gradients autograd`: autograd into flat gradients, flat clip, FlatAdam
+  analytic     `--gradients analytic` (the default): hand-derived gradients, flat clip,
+               FlatAdam
+
+Writes benchmarks/results/learner_update.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ppomq.learner.ppo_loss import ppo_loss
+from ppomq.learner.trainer import PPOConfig, PPOTrainer
+from ppomq.policy import ActorCritic
+from ppomq.proto import RolloutBatch
+
+RESULTS = Path(__file__).parent / "results"
+SPEC = {"arch": "mlp", "obs_shape": [4], "action_kind": "discrete", "n_actions": 2,
+        "hidden": [64, 64]}  # fmt: skip
+ENGINES = ("torch-optim", "autograd", "analytic")
+BASELINE = "torch-optim"
+
+
+def make_batch(policy: ActorCritic, seed: int, t: int = 32, n: int = 8) -> RolloutBatch:
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(t, n, 4)).astype(np.float32)
+    action, logp, value = policy.act(torch.from_numpy(obs.reshape(-1, 4)))
+    return RolloutBatch(
+        run_id="bench", actor_id="a", seq=seed, policy_version=0, env_id="CartPole-v1",
+        num_envs=n, num_steps=t,
+        arrays={
+            "obs": obs, "actions": action.numpy().reshape(t, n),
+            "logp": logp.numpy().reshape(t, n), "values": value.numpy().reshape(t, n),
+            "rewards": np.ones((t, n), np.float32),
+            "terminated": rng.random((t, n)) < 0.02, "truncated": np.zeros((t, n), bool),
+            "final_values": np.zeros((t, n), np.float32),
+            "bootstrap_value": np.zeros(n, np.float32),
+        },
+    )  # fmt: skip
+
+
+class TorchOptimTrainer(PPOTrainer):
+    """The previous ppomq update loop, kept here as the baseline."""
+
+    def __init__(self, *, policy: ActorCritic, config: PPOConfig) -> None:
+        self.policy, self.config, self.updates = policy, config, 0
+        self.adam = torch.optim.Adam(
+            policy.parameters(), lr=config.learning_rate, eps=1e-5, fused=True
+        )
+
+    def update(self, batches: list[RolloutBatch], env_steps: int) -> dict[str, float]:
+        from ppomq.learner.trainer import flatten_batches
+
+        cfg = self.config
+        flat = flatten_batches(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
+        t = {k: torch.from_numpy(v) for k, v in flat.items()}
+        size = len(t["obs"])
+        n_mb = max(1, round(size / cfg.minibatch_size))
+        for _ in range(cfg.update_epochs):
+            for mb in torch.tensor_split(torch.randperm(size), n_mb):
+                new_logp, entropy, new_values = self.policy.evaluate(t["obs"][mb], t["actions"][mb])
+                loss, st = ppo_loss(
+                    new_logp, t["logp"][mb], t["advantages"][mb], new_values, t["values"][mb],
+                    t["returns"][mb], entropy, clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef,
+                    ent_coef=cfg.ent_coef, clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv,
+                )  # fmt: skip
+                self.adam.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm,
+                                               foreach=True)  # fmt: skip
+                self.adam.step()
+                for value in st:
+                    float(value)
+        return {}
+
+
+def make_trainer(engine: str, policy: ActorCritic) -> PPOTrainer:
+    cfg = PPOConfig(anneal_lr=False)
+    if engine == BASELINE:
+        return TorchOptimTrainer(policy=policy, config=cfg)
+    return PPOTrainer(policy=policy, config=PPOConfig(anneal_lr=False, gradients=engine))
+
+
+def time_updates(engine: str, n_batches: int, updates: int, seed: int) -> float:
+    """Median seconds per update over `updates` updates after 3 warm-up updates."""
+    torch.manual_seed(seed)
+    policy = ActorCritic(SPEC)
+    trainer = make_trainer(engine, policy)
+    batches = [make_batch(policy, seed * 100 + i) for i in range(n_batches)]
+    for _ in range(3):
+        trainer.update(batches, 0)
+    times = []
+    for _ in range(updates):
+        t0 = time.perf_counter()
+        trainer.update(batches, 0)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run(rounds: int, updates: int) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    cases: dict[str, Any] = {}
+    for n_batches in (1, 2):
+        samples = n_batches * 256
+        sgd_steps = 20 * max(1, round(samples / 256))
+        per_update: dict[str, list[float]] = {e: [] for e in ENGINES}
+        for r in range(rounds):
+            for engine in ENGINES:  # interleaved: every engine once per round
+                per_update[engine].append(time_updates(engine, n_batches, updates, seed=r))
+        case = {"samples": samples, "sgd_steps_per_update": sgd_steps, "engines": {}}
+        base = statistics.median(per_update[BASELINE])
+        for engine, values in per_update.items():
+            med = statistics.median(values)
+            case["engines"][engine] = {
+                "update_ms_median": round(med * 1e3, 2),
+                "update_ms_min": round(min(values) * 1e3, 2),
+                "update_ms_max": round(max(values) * 1e3, 2),
+                "sgd_step_us_median": round(med / sgd_steps * 1e6, 1),
+                "speedup_vs_baseline": round(base / med, 2),
+            }
+        cases[f"{n_batches}-batch"] = case
+    return {
+        "benchmark": "learner_update",
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread, "
+        f"python {platform.python_version()}, torch {torch.__version__}",
+        "rounds": rounds,
+        "updates_per_round": updates,
+        "baseline": BASELINE,
+        "cases": cases,
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Learner update: time per PPO update and per SGD step",
+        "",
+        f"`python -m benchmarks.learner_update` — {result['machine']}; median of "
+        f"{result['rounds']} interleaved rounds (each the median of "
+        f"{result['updates_per_round']} updates). Ratios against `{result['baseline']}`.",
+        "",
+        "| update | engine | ms per update (min–max) | us per SGD step | speed-up |",
+        "|---|---|---|---|---|",
+    ]
+    for case in result["cases"].values():
+        for engine, e in case["engines"].items():
+            lines.append(
+                f"| {case['samples']} samples, {case['sgd_steps_per_update']} SGD steps "
+                f"| {engine} | {e['update_ms_median']} ({e['update_ms_min']}–"
+                f"{e['update_ms_max']}) | {e['sgd_step_us_median']} "
+                f"| {e['speedup_vs_baseline']}x |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--updates", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="1 round of 2 updates (smoke)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    rounds, updates = (1, 2) if args.quick else (args.rounds, args.updates)
+    result = run(rounds, updates)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "learner_update.json").write_text(json.dumps(result, indent=2) + "\n")
+    md = markdown(result)
+    (args.out / "learner_update.md").write_text(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

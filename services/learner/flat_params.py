@@ -1,0 +1,121 @@
+"""One contiguous buffer for all of a module's parameters, one for their gradients, and Adam
+over the pair.
+
+At CartPole sizes (a 64-64 actor-critic, ~9k parameters) an SGD step is dominated by
+per-tensor overhead, not arithmetic: `clip_grad_norm_` over 12 gradients, and
+`torch.optim.Adam.step`, whose Python wrapper alone cost ~140 us per call here against
+~14 us for its fused kernel. With every parameter a view into one buffer, gradient
+clipping is one norm and one multiply and Adam is five in-place ops on two flat tensors.
+
+The module keeps working as before: its parameters are views into the buffer, so
+`state_dict`, `load_state_dict`, forward passes and autograd (which accumulates into the
+`.grad` views in place) all see and update the flat storage.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+
+class FlatParameters:
+    """Re-seats every parameter of `module` as a view into `self.data`, with its `.grad` a
+    view into `self.grad`; `views(...)`/`grads(...)` find them by parameter name."""
+
+    def __init__(self, module: nn.Module) -> None:
+        named = list(module.named_parameters())
+        with torch.no_grad():
+            self.data = torch.cat([p.detach().reshape(-1) for _, p in named])
+        self.grad = torch.zeros_like(self.data)
+        self._params: dict[str, torch.Tensor] = {}
+        self._grads: dict[str, torch.Tensor] = {}
+        offset = 0
+        for name, p in named:
+            n = p.numel()
+            p.data = self.data[offset : offset + n].view_as(p)
+            p.grad = self.grad[offset : offset + n].view_as(p)
+            self._params[name] = p.data
+            self._grads[name] = p.grad
+            offset += n
+
+    def __len__(self) -> int:
+        return self.data.numel()
+
+    def param(self, name: str) -> torch.Tensor:
+        """The parameter called `name` (a view into `data`, no autograd tracking)."""
+        return self._params[name]
+
+    def grad_of(self, name: str) -> torch.Tensor:
+        """The gradient slot of `name` (a view into `grad`) for writing into with out=."""
+        return self._grads[name]
+
+    def clip_grad_norm_(self, max_norm: float) -> float:
+        """Scale all gradients so their global L2 norm is at most `max_norm` (the formula of
+        `torch.nn.utils.clip_grad_norm_`); returns the norm before clipping."""
+        norm = torch.linalg.vector_norm(self.grad)
+        self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
+        return float(norm)
+
+
+class FlatAdam:
+    """Adam (Kingma & Ba 2015) on one flat parameter tensor, with torch.optim.Adam's exact
+    update (bias corrections, eps added after the square root), without its per-call
+    bookkeeping."""
+
+    def __init__(
+        self,
+        params: torch.Tensor,
+        grad: torch.Tensor,
+        *,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
+        self.params, self.grad = params, grad
+        self.beta1, self.beta2 = betas
+        self.eps = eps
+        self.steps = 0
+        self.exp_avg = torch.zeros_like(params)
+        self.exp_avg_sq = torch.zeros_like(params)
+
+    @torch.no_grad()
+    def step(self, lr: float) -> None:
+        self.steps += 1
+        b1, b2 = self.beta1, self.beta2
+        self.exp_avg.lerp_(self.grad, 1 - b1)
+        self.exp_avg_sq.mul_(b2).addcmul_(self.grad, self.grad, value=1 - b2)
+        bias_correction2_sqrt = math.sqrt(1 - b2**self.steps)
+        denom = (self.exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
+        self.params.addcdiv_(self.exp_avg, denom, value=-lr / (1 - b1**self.steps))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "exp_avg": self.exp_avg.clone(),
+            "exp_avg_sq": self.exp_avg_sq.clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "param_groups" in state:
+            state = _from_torch_adam(state)  # a checkpoint written before FlatAdam
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        if exp_avg.shape != self.exp_avg.shape:
+            raise ValueError(
+                f"optimizer state holds {exp_avg.numel()} parameters, the policy has "
+                f"{self.exp_avg.numel()}: the checkpoint is for another architecture"
+            )
+        self.steps = int(state["steps"])
+        self.exp_avg.copy_(exp_avg)
+        self.exp_avg_sq.copy_(exp_avg_sq)
+
+
+def _from_torch_adam(state: dict[str, Any]) -> dict[str, Any]:
+    """torch.optim.Adam's state for the same parameters, in the same order, as ours."""
+    per_param = [state["state"][i] for i in state["param_groups"][0]["params"]]
+    return {
+        "steps": int(per_param[0]["step"]),
+        "exp_avg": torch.cat([s["exp_avg"].reshape(-1) for s in per_param]),
+        "exp_avg_sq": torch.cat([s["exp_avg_sq"].reshape(-1) for s in per_param]),
+    }
