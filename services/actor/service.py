@@ -14,21 +14,21 @@ import secrets
 import socket
 import time
 import zlib
-from typing import Any
 
 import torch
 
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.errors import UsageError
 from ppomq.metrics import ActorMetrics, start_metrics_server
-from ppomq.policy import ActorCritic, InferencePolicy, load_numpy_state
-from ppomq.proto import WeightsHeader, encode, unpack_tensors
+from ppomq.policy import InferencePolicy
+from ppomq.proto import encode
 from ppomq.settings import ActorSettings
 from ppomq.signals import WarmStop
 from ppomq.transport import RolloutSender
 from ppomq.weightserver.client import WeightsClient
 
 from .runner import EnvRunner
+from .weights import WeightsPrefetcher
 
 log = logging.getLogger("ppomq.actor")
 
@@ -38,20 +38,8 @@ def new_actor_id(actor_index: int) -> str:
     return f"a{actor_index}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-class PolicyHolder:
-    """The actor's copy of the policy and the version it came from."""
-
-    def __init__(self) -> None:
-        self.policy: ActorCritic | None = None
-        self.inference: InferencePolicy | None = None
-        self.version = -1
-
-    def load(self, header: WeightsHeader, blob: Any) -> None:
-        if self.policy is None or self.policy.spec != header.model:
-            self.policy = ActorCritic(header.model)
-        load_numpy_state(self.policy, unpack_tensors(header, blob))
-        self.inference = InferencePolicy(self.policy)
-        self.version = header.version
+class Stopped(Exception):
+    """Asked to stop while waiting for weights."""
 
 
 def actor_index_of(settings: ActorSettings) -> int:
@@ -80,8 +68,9 @@ def run_actor(settings: ActorSettings) -> int:
     envs = make_vector_env(s.env_id, s.num_envs, seeds, s.vectorization)
     actor_id = new_actor_id(index)
     runner = EnvRunner(envs=envs, spec=spec, run_id=s.run_id, actor_id=actor_id, env_id=s.env_id)
-    holder = PolicyHolder()
-    client = WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms)
+    weights = WeightsPrefetcher(WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms))
+    policy: InferencePolicy | None = None
+    version = -1
     sender = RolloutSender(
         s.learner_addr,
         hwm=s.rollout_hwm,
@@ -100,17 +89,19 @@ def run_actor(settings: ActorSettings) -> int:
     last_report = time.monotonic()
     try:
         while not stop.requested:
-            must_exceed = holder.version if limit and sent_at_version >= limit else -1
-            held = holder.version
-            if not refresh_weights(client, holder, stop, must_exceed=must_exceed):
+            must_exceed = version if limit and sent_at_version >= limit else -1
+            try:
+                got = refresh_weights(weights, version, stop, need_new=version <= must_exceed)
+            except Stopped:
                 break
-            if holder.version != held:
+            if got is not None:
+                version, policy = got
                 sent_at_version = 0
-            assert holder.inference is not None
+            assert policy is not None
             if runner.env_steps == 0:
                 # Start-up time is measured to here (benchmarks/e2e.py reads this line).
                 log.info("first env step at unix %.6f", time.time())
-            batch = runner.sample(holder.inference, policy_version=holder.version, seq=seq)
+            batch = runner.sample(policy, policy_version=version, seq=seq)
             frames = encode(batch)
             while not sender.send(frames, timeout_ms=500):
                 if stop.requested:
@@ -119,44 +110,35 @@ def run_actor(settings: ActorSettings) -> int:
                 seq += 1
                 sent_at_version += 1
                 metrics.record_batch(
-                    env_steps=batch.num_steps * batch.num_envs, policy_version=holder.version
+                    env_steps=batch.num_steps * batch.num_envs, policy_version=version
                 )
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
                 log.info("actor %s: %d batches, %d env steps, policy v%d", actor_id, seq,
-                         runner.env_steps, holder.version)  # fmt: skip
+                         runner.env_steps, version)  # fmt: skip
     finally:
         sender.close()
-        client.close()
+        weights.close()
         envs.close()
     log.info("actor %s stopped after %d batches", actor_id, seq)
     return 0
 
 
 def refresh_weights(
-    client: WeightsClient, holder: PolicyHolder, stop: WarmStop, *, must_exceed: int
-) -> bool:
-    """Load newer weights if there are any; block until there are when we hold none (or
-    fewer than `must_exceed`). False when asked to stop while waiting."""
-    need_new = holder.policy is None or holder.version <= must_exceed
+    weights: WeightsPrefetcher, version: int, stop: WarmStop, *, need_new: bool
+) -> tuple[int, InferencePolicy] | None:
+    """The newest loaded (version, policy) if newer than `version`, else None at once;
+    blocks until there is a newer one when we hold none (`version` -1) or `need_new`.
+    Raises `Stopped` when asked to stop while waiting."""
+    must_wait = need_new or version < 0
     waited_since = time.monotonic()
     warned = False
     while True:
-        try:
-            got = client.get_newer(holder.version, wait_ms=1000 if need_new else 0)
-        except TimeoutError:
-            got = None
-            if not need_new:
-                return True  # weightserver slow or away: keep acting on the policy we hold
-        if got is not None:
-            holder.load(*got)
-            return True
-        if not need_new:
-            return True
+        got = weights.newest(version, timeout_s=1.0 if must_wait else 0.0)
+        if got is not None or not must_wait:
+            return got
         if stop.requested:
-            return False
+            raise Stopped
         if not warned and time.monotonic() - waited_since > 10:
             warned = True
-            log.warning(
-                "still waiting for weights newer than v%d from the weightserver", holder.version
-            )
+            log.warning("still waiting for weights newer than v%d from the weightserver", version)

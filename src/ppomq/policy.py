@@ -126,8 +126,13 @@ class InferencePolicy:
 
     @staticmethod
     def _layers(seq: nn.Sequential) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        # Copies, never views (.contiguous() alone returns a view for a [1, H] head), so
+        # loading newer weights into the module never changes a policy in use.
         return [
-            (m.weight.detach().t().contiguous(), m.bias.detach().clone())
+            (
+                m.weight.detach().t().clone(memory_format=torch.contiguous_format),
+                m.bias.detach().clone(),
+            )
             for m in seq
             if isinstance(m, nn.Linear)
         ]

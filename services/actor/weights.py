@@ -1,0 +1,103 @@
+"""The actor's weights: fetched and loaded in a background thread, swapped in between rollouts.
+
+Asking the weightserver between rollouts cost the actor's step loop a round trip per batch
+even when nothing was new (~11 % of its wall time with a learner that keeps up, py-spy,
+benchmarks/results/actor_efficiency.md), plus the load into torch (~3.5 %). Here one
+thread keeps a long poll open — the weightserver answers it the moment a newer version is
+published — and loads the weights into a fresh `InferencePolicy`; the step loop only picks
+up the newest one, which costs a lock and a comparison.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from ppomq.policy import ActorCritic, InferencePolicy, load_numpy_state
+from ppomq.proto import WeightsHeader, unpack_tensors
+from ppomq.weightserver.client import WeightsClient, WeightsTimeoutError
+
+log = logging.getLogger("ppomq.actor")
+
+
+class PolicyHolder:
+    """A policy rebuilt from weights messages, and the version it came from."""
+
+    def __init__(self) -> None:
+        self.policy: ActorCritic | None = None
+        self.inference: InferencePolicy | None = None
+        self.version = -1
+
+    def load(self, header: WeightsHeader, blob: Any) -> None:
+        if self.policy is None or self.policy.spec != header.model:
+            self.policy = ActorCritic(header.model)
+        load_numpy_state(self.policy, unpack_tensors(header, blob))
+        # InferencePolicy copies the tensors, so a later load never changes a policy that
+        # the step loop is using.
+        self.inference = InferencePolicy(self.policy)
+        self.version = header.version
+
+
+class WeightsPrefetcher:
+    """Keeps the newest weights loaded, from a background thread that owns `client`."""
+
+    def __init__(self, client: WeightsClient, *, long_poll_ms: int = 500) -> None:
+        self._client = client  # a zmq socket: used by the thread only from here on
+        self._long_poll_ms = long_poll_ms
+        self._holder = PolicyHolder()
+        self._ready: tuple[int, InferencePolicy] | None = None
+        self._error: BaseException | None = None
+        self._changed = threading.Condition()
+        self._stop = threading.Event()
+        self.timeouts = 0
+        self._thread = threading.Thread(target=self._run, name="weights-prefetch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                try:
+                    got = self._client.get_newer(self._holder.version, wait_ms=self._long_poll_ms)
+                except WeightsTimeoutError:
+                    self.timeouts += 1  # weightserver slow or away: the client reconnects
+                    continue
+                if got is None:
+                    continue
+                self._holder.load(*got)
+                assert self._holder.inference is not None
+                with self._changed:
+                    self._ready = (self._holder.version, self._holder.inference)
+                    self._changed.notify_all()
+        except BaseException as exc:  # handed to the step loop, which raises it
+            with self._changed:
+                self._error = exc
+                self._changed.notify_all()
+        finally:
+            self._client.close()
+
+    def newest(
+        self, newer_than: int, *, timeout_s: float = 0.0
+    ) -> tuple[int, InferencePolicy] | None:
+        """(version, policy) of the newest weights if newer than `newer_than`, waiting up to
+        `timeout_s` for them; None if there are none yet. Re-raises the thread's error."""
+
+        def ready() -> bool:
+            return self._error is not None or (
+                self._ready is not None and self._ready[0] > newer_than
+            )
+
+        with self._changed:
+            if timeout_s > 0:
+                self._changed.wait_for(ready, timeout_s)
+            if self._error is not None:
+                raise self._error
+            if self._ready is not None and self._ready[0] > newer_than:
+                return self._ready
+            return None
+
+    def close(self) -> None:
+        self._stop.set()
+        # The thread notices within one long poll (+ the client's timeout if the server
+        # is away); it is a daemon, so a slow server never holds the process up.
+        self._thread.join(timeout=self._long_poll_ms / 1000 + 1.0)

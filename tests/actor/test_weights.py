@@ -1,0 +1,87 @@
+"""WeightsPrefetcher against a real weightserver process and a real redis-server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import redis
+import torch
+
+from ppomq.actor.weights import WeightsPrefetcher
+from ppomq.policy import ActorCritic, InferencePolicy, numpy_state
+from ppomq.proto.weights import pack_weights
+from ppomq.weightserver.client import WeightsClient
+from ppomq.weightserver.store import WeightStore
+
+from ..weightserver.helpers import WeightserverProcess, make_weights
+
+SPEC = {"arch": "mlp", "obs_shape": [4], "action_kind": "discrete", "n_actions": 2,
+        "hidden": [16, 16]}  # fmt: skip
+OBS = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+
+
+@pytest.fixture
+def server(redis_url: str) -> Iterator[WeightserverProcess]:
+    proc = WeightserverProcess(redis_url, "pf")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def prefetcher(server: WeightserverProcess) -> Iterator[WeightsPrefetcher]:
+    p = WeightsPrefetcher(WeightsClient(server.endpoint, timeout_ms=5000), long_poll_ms=200)
+    yield p
+    p.close()
+
+
+def _publish(store: WeightStore, version: int, seed: int) -> ActorCritic:
+    torch.manual_seed(seed)
+    policy = ActorCritic(SPEC)
+    store.publish(*pack_weights(version, numpy_state(policy), model=policy.spec,
+                                learner_step=version, env_steps=0))  # fmt: skip
+    return policy
+
+
+def _values(policy: InferencePolicy) -> np.ndarray:
+    return policy.value(OBS)
+
+
+def test_newest_waits_for_a_version_and_loads_it(
+    prefetcher: WeightsPrefetcher, redis_client: redis.Redis
+) -> None:
+    store = WeightStore(redis_client, "pf")
+    t0 = time.monotonic()
+    assert prefetcher.newest(-1) is None  # nothing published: answers at once
+    assert time.monotonic() - t0 < 0.5
+    source = _publish(store, 1, seed=1)
+    got = prefetcher.newest(-1, timeout_s=20)
+    assert got is not None and got[0] == 1
+    np.testing.assert_allclose(_values(got[1]), _values(InferencePolicy(source)), rtol=1e-6)
+    assert prefetcher.newest(1) is None  # nothing newer than what we hold
+
+
+def test_a_newer_version_replaces_the_old_without_changing_a_policy_in_use(
+    prefetcher: WeightsPrefetcher, redis_client: redis.Redis
+) -> None:
+    store = WeightStore(redis_client, "pf")
+    _publish(store, 1, seed=1)
+    got1 = prefetcher.newest(-1, timeout_s=20)
+    assert got1 is not None
+    before = _values(got1[1]).copy()
+    source2 = _publish(store, 2, seed=2)
+    got2 = prefetcher.newest(1, timeout_s=20)
+    assert got2 is not None and got2[0] == 2
+    np.testing.assert_allclose(_values(got2[1]), _values(InferencePolicy(source2)), rtol=1e-6)
+    np.testing.assert_array_equal(_values(got1[1]), before)  # v1's policy is untouched
+
+
+def test_an_error_in_the_thread_reaches_the_caller(
+    prefetcher: WeightsPrefetcher, redis_client: redis.Redis
+) -> None:
+    # Weights whose model spec no ActorCritic can be built from (no obs_shape).
+    WeightStore(redis_client, "pf").publish(*make_weights(1))
+    with pytest.raises(KeyError):
+        prefetcher.newest(-1, timeout_s=20)
