@@ -127,7 +127,7 @@ class PPOSettings(_Group):
     gradients: Literal["analytic", "autograd"] = Field(
         "analytic",
         description="How the learner differentiates the PPO loss: analytic (hand-derived "
-        "for the MLP actor-critic, ~5x faster per SGD step at CartPole sizes) or autograd "
+        "for the MLP actor-critic, ~2x faster per update at CartPole sizes) or autograd "
         "(torch autograd, the reference).",
     )
     hidden_sizes: str = Field("64,64", description="Hidden layer sizes, comma-separated.")
