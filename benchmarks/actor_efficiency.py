@@ -203,7 +203,9 @@ class SystemRun:
         actors = 0
         for child in psutil.Process(self.proc.pid).children(recursive=True):
             try:
-                cmd = child.cmdline()
+                # Re-split: `ppomq train`'s forked children are retitled with
+                # setproctitle, which shows the command line as one argument.
+                cmd = " ".join(child.cmdline()).split()
             except psutil.Error:
                 continue
             if any("redis-server" in c for c in cmd):

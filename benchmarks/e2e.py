@@ -131,7 +131,9 @@ PHASES = ("wait", "targets", "sgd", "publish")
 def _role(proc: psutil.Process) -> str:
     """A short, stable name for a process of the tree (ppomq service, Ray daemon, ...)."""
     try:
-        cmd = proc.cmdline()
+        # Re-split: a retitled process (setproctitle: ppomq train's forked children)
+        # shows its whole command line as one argument.
+        cmd = " ".join(proc.cmdline()).split()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return "?"
     if "ppomq.cli" in cmd:
@@ -140,6 +142,10 @@ def _role(proc: psutil.Process) -> str:
     joined = " ".join(cmd)
     if "redis-server" in joined:
         return "redis-server"
+    if "multiprocessing.forkserver" in joined:
+        return "zygote"  # `ppomq train`'s preloading fork server (src/ppomq/zygote.py)
+    if "multiprocessing.resource_tracker" in joined:
+        return "resource-tracker"  # started with it by the standard library
     if any(a.endswith("/ppomq") for a in cmd[:2]):
         return "launcher"
     for module in ("benchmarks.contenders.sb3_cartpole", "benchmarks.contenders.rllib_cartpole"):

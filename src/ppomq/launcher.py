@@ -1,8 +1,10 @@
 """`ppomq train`: Redis, a weightserver, a learner and K actors as real local processes.
 
 The launcher only starts, watches and stops processes; every piece is the same service a
-container would run, configured through the same `PPOMQ_*` variables. Children log to
-run_dir/logs/; the terminal shows one progress line read from the learner's Redis status.
+container would run, configured through the same `PPOMQ_*` variables. The Python children
+are forked from one preloading server (ppomq.zygote), so torch & co. are imported once and
+shared; Redis is a plain subprocess. Children log to run_dir/logs/; the terminal shows one
+progress line read from the learner's Redis status.
 """
 
 from __future__ import annotations
@@ -10,17 +12,17 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from multiprocessing.context import ForkServerProcess
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from . import zygote
 from .embedded_redis import EmbeddedRedis, free_port
 from .envs import check_env_id
 from .errors import UserError
-from .procutil import die_with_parent
 from .redis_util import connect_redis
 from .settings import (
     ActorSettings,
@@ -44,47 +46,35 @@ def _raise_terminated(signum: int, _frame: Any) -> None:
 
 @dataclass
 class Child:
-    """One supervised process and how to start it again."""
+    """One supervised process and how to start it again: `ppomq ARGV` with `env`, forked
+    from the preloading server (ppomq.zygote), logging to `log_path`."""
 
     name: str
-    args: list[str]
+    argv: list[str]
     env: dict[str, str]
     log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
+    proc: ForkServerProcess | None = field(default=None, repr=False)
     restarts: int = 0
-    log_fh: IO[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> None:
-        self.log_fh = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            self.args,
-            env=self.env,
-            stdout=self.log_fh,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
-            start_new_session=True,
-        )
+        self.proc = zygote.fork(self.name, self.argv, self.env, self.log_path)
 
     def poll(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
+        """Exit code (negative: killed by that signal), None while running."""
+        return None if self.proc is None else self.proc.exitcode
 
     def terminate(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        if self.proc is not None and self.proc.exitcode is None:
+            self.proc.terminate()
 
     def wait(self, timeout: float) -> int | None:
         if self.proc is None:
             return None
-        try:
-            return self.proc.wait(timeout=max(timeout, 0.01))
-        except subprocess.TimeoutExpired:
+        self.proc.join(max(timeout, 0.01))
+        if self.proc.exitcode is None:
             self.proc.kill()
-            return self.proc.wait()
-
-    def close(self) -> None:
-        if self.log_fh is not None:
-            self.log_fh.close()
+            self.proc.join()
+        return self.proc.exitcode
 
 
 def _subset(settings: TrainSettings, cls: type, **overrides: Any) -> Any:
@@ -120,17 +110,17 @@ class Launcher:
         self.stopping = False
         self.start_time = time.monotonic()
 
-    def _python(self, command: str) -> list[str]:
-        return [sys.executable, "-m", "ppomq.cli", command]
-
     def start(self) -> None:
         s = self.s
+        if s.redis_url is not None:
+            connect_redis(s.redis_url).close()  # one-line error now rather than in a child
+        # The server's imports (~2 s) run while Redis starts and the settings are written.
+        zygote.start_server()
         if s.redis_url is None:
             self.redis = EmbeddedRedis()
             redis_url = self.redis.url
         else:
             redis_url = s.redis_url
-            connect_redis(redis_url).close()  # one-line error now rather than in a child
         rollout_port, weights_port = free_port(), free_port()
         common = {"redis_url": redis_url, "run_dir": str(self.run_dir)}
         # One /metrics port per process when asked: learner PORT, weightserver PORT+1,
@@ -160,16 +150,9 @@ class Launcher:
         )
         logs = self.run_dir / "logs"
         self.children.append(
-            Child(
-                "weightserver",
-                self._python("weightserver"),
-                _child_env(ws),
-                logs / "weightserver.log",
-            )
+            Child("weightserver", ["weightserver"], _child_env(ws), logs / "weightserver.log")
         )
-        self.learner = Child(
-            "learner", self._python("learner"), _child_env(learner), logs / "learner.log"
-        )
+        self.learner = Child("learner", ["learner"], _child_env(learner), logs / "learner.log")
         self.children.append(self.learner)
         for i in range(s.actors):
             actor = _subset(
@@ -181,9 +164,7 @@ class Launcher:
                 weightserver_addr=f"tcp://127.0.0.1:{weights_port}",
             )
             self.children.append(
-                Child(
-                    f"actor-{i}", self._python("actor"), _child_env(actor), logs / f"actor-{i}.log"
-                )
+                Child(f"actor-{i}", ["actor"], _child_env(actor), logs / f"actor-{i}.log")
             )
         self.redis_url = redis_url
         for child in self.children:
@@ -197,20 +178,18 @@ class Launcher:
             if code is not None:
                 return code
             for child in self.children:
-                if child is self.learner or child.poll() is None:
+                exited = child.poll()
+                if child is self.learner or exited is None:
                     continue
                 if child.name.startswith("actor") and self.s.restart_actors:
                     child.restarts += 1
-                    child.close()
                     _note(
-                        f"{child.name} exited with {child.poll()}; restarting "
-                        f"(restart {child.restarts})"
+                        f"{child.name} exited with {exited}; restarting (restart {child.restarts})"
                     )
                     child.start()
                 elif child.name == "weightserver":
                     child.restarts += 1
-                    child.close()
-                    _note(f"weightserver exited with {child.poll()}; restarting")
+                    _note(f"weightserver exited with {exited}; restarting")
                     child.start()
             if progress is not None:
                 progress()
@@ -228,7 +207,6 @@ class Launcher:
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
             child.wait(deadline - time.monotonic())
-            child.close()
         if self.redis is not None:
             self.redis.close()
 

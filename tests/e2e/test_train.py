@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
@@ -51,6 +52,9 @@ def test_train_runs_to_total_steps_and_leaves_a_complete_run_dir(tmp_path):
                  "learning_curve.png", "checkpoints/ckpt.pt"):  # fmt: skip
         assert (run_dir / name).exists(), name
     assert any((run_dir / "tb").iterdir())
+    # Every service was forked from the launcher's preloading server (ppomq.zygote).
+    for name in ("weightserver", "learner", "actor-0", "actor-1"):
+        assert "(torch preloaded: True)" in (run_dir / "logs" / f"{name}.log").read_text()
     # The learning signal is real: later episodes are longer than the first ones.
     rows = (run_dir / "episodes.csv").read_text().splitlines()[1:]
     returns = [float(r.split(",")[2]) for r in rows]
@@ -110,6 +114,9 @@ def test_an_actor_killed_mid_rollout_is_restarted_and_the_learner_keeps_training
             proc.kill()
     assert proc.returncode == 0, output
     assert "restarting" in output
+    index = victim.split("-")[0].removeprefix("a")  # actor ids are a<index>-<pid>-<random>
+    restarted = (run_dir / "logs" / f"actor-{index}.log").read_text()
+    assert restarted.count("forked from ppomq zygote") == 2  # again from the server
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["batches_accepted"] > 0
 
@@ -219,6 +226,9 @@ def test_a_killed_launcher_takes_its_processes_with_it(tmp_path):
         r = redis.Redis.from_url(cfg["redis_url"])
         pids = [int(k.decode().split("-")[1]) for k in r.hkeys(f"ppomq:{cfg['run_id']}:actors")]
         assert pids
+        # Everything the launcher started, directly or through its fork server.
+        tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert set(pids) <= set(tree) and len(tree) >= len(pids) + 3
         proc.kill()  # SIGKILL: the launcher runs no cleanup at all
         proc.wait()
         deadline = time.monotonic() + 30
@@ -227,6 +237,9 @@ def test_a_killed_launcher_takes_its_processes_with_it(tmp_path):
             time.sleep(0.2)
             alive = [p for p in pids if _running(p)]
         assert not alive, f"actors outlived the launcher: {alive}"
+        while any(map(_running, tree)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(map(_running, tree)), "processes outlived the launcher"
         with pytest.raises(redis.ConnectionError):
             redis.Redis.from_url(cfg["redis_url"], socket_connect_timeout=1).ping()
     finally:

@@ -1,0 +1,44 @@
+"""Imported by `ppomq train`'s fork server only (see ppomq.zygote): the heavy imports, once.
+
+Nothing here may start a thread, open a socket, create a zmq context or run a torch op:
+every child is forked from this process, and none of those survive a fork intact.
+"""
+
+from __future__ import annotations
+
+import gc
+
+# No collections from here on: a collection frees objects into holes that the children's
+# allocations would then dirty, and touches every tracked object's header. Each child
+# turns collection back on after the fork.
+gc.disable()
+
+import contextlib  # noqa: E402
+import importlib  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+
+from ppomq.procutil import die_with_parent, set_process_title  # noqa: E402
+from ppomq.zygote import PRELOAD  # noqa: E402
+
+_launcher = os.getppid()
+# Die with the launcher at once, even when it is SIGKILLed: the forkserver's own guard (EOF
+# on a pipe from the launcher) is read only after these imports, and only once no child
+# holds a copy of that pipe. The children die with us in turn (ppomq.zygote).
+die_with_parent(signal.SIGKILL)
+if os.getppid() != _launcher:
+    os._exit(0)
+os.setsid()  # out of the terminal's process group: Ctrl-C and group signals miss us
+set_process_title("ppomq-zygote")
+
+from ppomq.cli import COMMAND_MODULES  # noqa: E402
+
+for _name in (*PRELOAD, *(f"ppomq.commands.{c}" for c in COMMAND_MODULES)):
+    # A module that fails here fails again in the child that needs it, with its traceback
+    # in that child's log; the others still get a server.
+    with contextlib.suppress(Exception):
+        importlib.import_module(_name)
+
+# Everything alive now moves to a permanent generation that the children's collections
+# never scan, so their GC does not write to (and so copy) the shared pages.
+gc.freeze()
