@@ -207,6 +207,7 @@ class Launcher:
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
             child.wait(deadline - time.monotonic())
+        zygote.stop_server()
         if self.redis is not None:
             self.redis.close()
 

@@ -14,6 +14,7 @@ This module stays light: the launcher imports it, and must not pay for torch.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import io
 import multiprocessing
@@ -47,6 +48,14 @@ def start_server() -> None:
     the launcher does next (Redis). Idempotent; a server that died is started again."""
     _CONTEXT.set_forkserver_preload(["ppomq.zygote_preload"])
     forkserver.ensure_running()
+
+
+def stop_server() -> None:
+    """Stop the server and wait for it, once every child has exited: the server reaps its
+    children, so only then do their CPU times count in ours (rusage), and its socket file
+    is removed. `_stop` is private but is what the standard library's own tests use."""
+    with contextlib.suppress(Exception):
+        forkserver._forkserver._stop()  # type: ignore[attr-defined]
 
 
 def fork(name: str, argv: list[str], env: dict[str, str], log_path: Path) -> ForkServerProcess:
