@@ -64,8 +64,15 @@ class RedisProcess:
             "--dir", str(self.workdir),
             *self.extra_args,
         ]  # fmt: skip
+        # Its own session: a terminal's Ctrl-C goes to the whole foreground process group,
+        # and redis-server shuts down on SIGINT at once, before the learner's warm stop has
+        # published its last version. Whoever started it stops it, last (or PDEATHSIG does).
         self.proc = subprocess.Popen(
-            args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=die_with_parent
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            preexec_fn=die_with_parent,
+            start_new_session=True,
         )
         deadline = time.monotonic() + timeout_s
         while not _answers(self.port):

@@ -1,0 +1,53 @@
+"""The embedded redis-server that `ppomq train` starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import redis
+
+# Plays the launcher: starts the server, ignores Ctrl-C itself, then waits to be killed.
+LAUNCHER = """
+import signal, time
+from ppomq.embedded_redis import EmbeddedRedis
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+server = EmbeddedRedis()
+print(server.url, flush=True)
+time.sleep(120)
+"""
+
+
+def test_survives_a_ctrl_c_to_the_launchers_group_and_dies_with_the_launcher():
+    # Ctrl-C signals the whole foreground group; redis-server exits on SIGINT, which used
+    # to cut the learner's warm stop short (its last publish found no Redis).
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,  # a group of its own, so the test signals nothing else
+    )  # fmt: skip
+    try:
+        assert launcher.stdout is not None
+        url = launcher.stdout.readline().strip()
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        assert client.ping()
+        os.killpg(launcher.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert client.ping()
+        launcher.kill()  # as when the launcher is SIGKILLed: PDEATHSIG stops the server
+        launcher.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                client.ping()
+            except redis.ConnectionError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("redis-server outlived its launcher")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
