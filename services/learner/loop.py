@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import redis
 import torch
 
 from ppomq.metrics import LearnerMetrics
@@ -79,7 +80,13 @@ class LearnerLoop:
     def wall_s(self) -> float:
         return self.wall_offset + time.monotonic() - self.start
 
-    def publish(self) -> float:
+    def publish(self, stop: WarmStop | None = None) -> float:
+        """Publish the current version; returns the seconds it took.
+
+        While Redis is unreachable it retries (1 s, doubling to 10 s) rather than losing the
+        trained state to a traceback: actors keep acting on the version they hold and the
+        weightserver keeps serving it. Asked to stop meanwhile, it gives up on this version
+        (the checkpoint written on the way out still has it) and says so in one line."""
         t0 = time.perf_counter()
         header, blob = pack_weights(
             self.version,
@@ -89,7 +96,20 @@ class LearnerLoop:
             env_steps=self.env_steps,
             extra={"env_id": self.s.env_id, "run_id": self.s.run_id},
         )
-        self.store.publish(header, blob)
+        delay = 1.0
+        while True:
+            try:
+                self.store.publish(header, blob)
+                break
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if stop is not None and stop.requested:
+                    log.error("version %d not published, Redis unreachable (%s); the run "
+                              "dir's checkpoint has it", self.version, exc)  # fmt: skip
+                    break
+                log.warning("Redis unreachable (%s); retrying the publish of version %d in "
+                            "%.0f s", exc, self.version, delay)  # fmt: skip
+                time.sleep(delay)
+                delay = min(delay * 2, 10.0)
         return time.perf_counter() - t0
 
     def _note_batch(self, batch: RolloutBatch) -> None:
@@ -160,7 +180,7 @@ class LearnerLoop:
         stats = self.trainer.update(batches, self.env_steps)
         self.trained_samples += int(stats["charts/samples"])
         self.version += 1
-        t_publish = self.publish()
+        t_publish = self.publish(stop)
         for name, value in (
             ("wait", t_wait),
             ("targets", stats["time/learner_targets"]),

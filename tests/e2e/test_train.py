@@ -186,6 +186,9 @@ def test_ctrl_c_stops_every_process_and_still_leaves_a_summary(tmp_path):
         [*PPOMQ, "train", "--total-steps", "0", "--run-dir", str(run_dir), *SMALL],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
         start_new_session=True,
+        # As from a terminal: a suite started in the background (`&`, nohup) hands its
+        # children SIGINT ignored, and then Ctrl-C rightly does nothing.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import queue
+import threading
+import time
 
 import torch
 
@@ -74,3 +76,33 @@ def test_checkpoint_holds_what_a_restart_needs(tmp_path, redis_url):
     restored.load_state_dict(ckpt["trainer"]["policy"])
     for a, b in zip(restored.parameters(), loop.trainer.policy.parameters(), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_publish_waits_out_a_redis_outage_instead_of_crashing(tmp_path, start_redis):
+    server = start_redis()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    loop, *_ = _setup(tmp_path, url)
+    loop.publish()
+    server.stop()
+    loop.version += 1
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (loop.publish(WarmStop()), done.set()))
+    worker.start()
+    time.sleep(1.5)
+    assert not done.is_set()  # still retrying, not crashed
+    server.start()  # same port, same (empty) data: Redis came back
+    worker.join(timeout=30)
+    assert done.is_set()
+    assert loop.store.latest_version() == loop.version
+
+
+def test_publish_gives_up_in_one_line_when_asked_to_stop_during_an_outage(
+    tmp_path, start_redis, caplog
+):
+    server = start_redis()
+    loop, *_ = _setup(tmp_path, f"redis://127.0.0.1:{server.port}/0")
+    server.stop()
+    stop = WarmStop()
+    stop.requested = True
+    loop.publish(stop)  # returns, no exception
+    assert "not published, Redis unreachable" in caplog.text
