@@ -318,14 +318,14 @@ def run_standalone(cfg: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 # Categories of a main-thread sample, by the innermost frame of interest on its stack
-# (function name, file suffix). First match from the leaf wins, so e.g. `refresh_weights`
-# -> `PolicyHolder.load` counts as loading, not waiting.
+# (function name, file suffix). First match from the leaf wins. Weights are fetched and
+# loaded on the actor's background thread (actor/weights.py); the main thread only waits
+# in `refresh_weights` when flow control makes it.
 _CATEGORIES: Sequence[tuple[str, str, str]] = (
     ("sample: env step", "step", "vector/sync_vector_env.py"),
     ("sample: policy", "act", "ppomq/policy.py"),
     ("sample: policy", "value", "ppomq/policy.py"),
     ("sample: runner", "sample", "actor/runner.py"),
-    ("weights: load", "load", "actor/service.py"),
     ("weights: wait/fetch", "refresh_weights", "actor/service.py"),
     ("encode", "encode", "proto/rollout.py"),
     ("send", "send", "ppomq/transport.py"),
