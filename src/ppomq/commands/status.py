@@ -1,4 +1,11 @@
-"""`ppomq status`: what a running learner reports: version, SPS, actors, rejects."""
+"""`ppomq status`: what a running learner reports: version, SPS, actors, rejects.
+
+The learner writes one `actors` hash field per actor id it has ever heard from, and an
+actor id names one process incarnation (a restarted actor reports under a new id), so the
+hash keeps every dead actor. Status decides what is live by `last_seen` alone: an actor
+not heard from for longer than `--forget-after-s` is hidden from the table and counted on
+one line instead, so the table shows the actors that are training now.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from typing import Any
 
 from ppomq.errors import NotFoundError
 
+DEFAULT_FORGET_AFTER_S = 60.0
+
 
 def _redis_url(args: argparse.Namespace) -> str:
     if args.run_dir:
@@ -21,7 +30,30 @@ def _redis_url(args: argparse.Namespace) -> str:
     return args.redis_url or os.environ.get("PPOMQ_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def read_status(redis: Any, run_id: str) -> dict[str, Any]:
+def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str, Any] | None:
+    """One actor's row, or None when the field cannot be read (a learner of another
+    release, a hand-edited key): one bad field must not hide every other actor."""
+    try:
+        a = json.loads(raw)
+        return {
+            "actor_id": actor_id,
+            "last_seen_s_ago": round(now - float(a["last_seen"]), 1),
+            "policy_version": int(a["policy_version"]),
+            "policy_age": version - int(a["policy_version"]),
+            "batches": int(a["batches"]),
+            "env_steps": int(a["env_steps"]),
+        }
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def read_status(
+    redis: Any, run_id: str, *, forget_after_s: float = DEFAULT_FORGET_AFTER_S
+) -> dict[str, Any]:
+    """The learner's status, its actors split by `forget_after_s` (0: keep every actor).
+
+    `actors`: the live ones, newest first; `hidden_actors`: those not heard from for more
+    than `forget_after_s`, same fields; `unreadable_actors`: ids whose field did not parse."""
     from ppomq.weightserver.keys import RunKeys
 
     keys = RunKeys(run_id)
@@ -32,34 +64,43 @@ def read_status(redis: Any, run_id: str) -> dict[str, Any]:
         )
     status = json.loads(raw)
     now = time.time()
-    actors = []
-    for actor_id, doc in sorted(redis.hgetall(keys.actors).items()):
-        a = json.loads(doc)
-        actors.append(
-            {
-                "actor_id": actor_id.decode(),
-                "last_seen_s_ago": round(now - a["last_seen"], 1),
-                "policy_version": a["policy_version"],
-                "policy_age": status["version"] - a["policy_version"],
-                "batches": a["batches"],
-                "env_steps": a["env_steps"],
-            }
-        )
-    status["actors"] = actors
+    live: list[dict[str, Any]] = []
+    hidden: list[dict[str, Any]] = []
+    unreadable: list[str] = []
+    for key, doc in redis.hgetall(keys.actors).items():
+        actor_id = key.decode(errors="replace")
+        row = _actor_row(actor_id, doc, int(status["version"]), now)
+        if row is None:
+            unreadable.append(actor_id)
+        elif forget_after_s > 0 and row["last_seen_s_ago"] > forget_after_s:
+            hidden.append(row)
+        else:
+            live.append(row)
+    # Most recently heard from first: ids carry a pid and a random tail, so sorting by id
+    # would scatter a restarted actor away from the slot it replaced.
+    for rows in (live, hidden):
+        rows.sort(key=lambda r: (r["last_seen_s_ago"], r["actor_id"]))
+    status["actors"] = live
+    status["hidden_actors"] = hidden
+    status["unreadable_actors"] = sorted(unreadable)
+    status["forget_after_s"] = forget_after_s
     status["status_age_s"] = round(now - status["updated_at"], 1)
     return status
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ppomq.errors import UsageError
     from ppomq.redis_util import connect_redis, redis_errors
 
+    if args.forget_after_s < 0:
+        raise UsageError("--forget-after-s must be >= 0 (0 lists every actor ever seen)")
     url = _redis_url(args)
     run_id = args.run_id or os.environ.get("PPOMQ_RUN_ID", "default")
     if args.run_dir and not args.run_id:
         run_id = json.loads((Path(args.run_dir) / "settings.json").read_text())["run_id"]
     redis = connect_redis(url)
     with redis_errors(url):
-        status = read_status(redis, run_id)
+        status = read_status(redis, run_id, forget_after_s=args.forget_after_s)
     if args.json:
         print(json.dumps(status, sort_keys=True))
         return 0
@@ -71,12 +112,20 @@ def _run(args: argparse.Namespace) -> int:
         f"updated {status['status_age_s']} s ago"
     )
     print(f"rejects by reason: {status['rejects'] or 'none'}")
+    print(f"{len(status['actors'])} live actor(s)")
     print(f"{'actor':<28}{'last seen':>11}{'policy v':>10}{'age':>5}{'batches':>9}")
     for a in status["actors"]:
         print(
             f"{a['actor_id']:<28}{a['last_seen_s_ago']:>9.1f} s{a['policy_version']:>10}"
             f"{a['policy_age']:>5}{a['batches']:>9}"
         )
+    if status["hidden_actors"]:
+        print(
+            f"{len(status['hidden_actors'])} actor(s) not heard from for > "
+            f"{args.forget_after_s:g} s hidden (--forget-after-s 0 lists them)"
+        )
+    if status["unreadable_actors"]:
+        print(f"unreadable actor entries: {', '.join(status['unreadable_actors'])}")
     return 0
 
 
@@ -85,10 +134,22 @@ def register(sub: Any) -> None:
         "status",
         help="show a running learner's version, SPS, actors and rejects",
         description="Reads what the learner reports to Redis: version, SPS, per-actor last "
-        "seen and policy age, rejected batches by reason.",
+        "seen and policy age, rejected batches by reason. Actors not heard from for more "
+        "than --forget-after-s (dead, or restarted under a new id) are left out of the "
+        "table and counted on one line; with --json they are under `hidden_actors`, never "
+        "in `actors`.",
     )
     p.add_argument("--redis-url", help="Redis URL [env PPOMQ_REDIS_URL]")
     p.add_argument("--run-id", help="run id [env PPOMQ_RUN_ID; default: default]")
     p.add_argument("--run-dir", help="a `ppomq train` run dir (reads its Redis URL and run id)")
+    p.add_argument(
+        "--forget-after-s",
+        type=float,
+        default=DEFAULT_FORGET_AFTER_S,
+        metavar="S",
+        help="hide actors whose last batch reached the learner more than S seconds ago "
+        f"(default {DEFAULT_FORGET_AFTER_S:g}; 0: list every actor the run has seen). "
+        "--json lists them under `hidden_actors` instead of `actors`",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_run)

@@ -1,0 +1,110 @@
+"""`ppomq status` against a real redis-server holding what a learner writes.
+
+The learner's `actors` hash keeps a field for every actor id it ever heard from (an id is
+one process incarnation), so status must tell live actors from dead ones by `last_seen`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import redis
+
+from ppomq.commands.status import read_status
+from ppomq.weightserver.keys import RunKeys
+
+RUN = "status-test"
+
+
+def _learner_wrote(client: redis.Redis, *, actors: dict[str, float], version: int = 40) -> None:
+    """What LearnerLoop.write_status stores: `stats`, and one `actors` field per id with
+    the Unix time its last batch arrived (`actors`: id -> seconds ago)."""
+    keys = RunKeys(RUN)
+    now = time.time()
+    client.set(
+        keys.stats,
+        json.dumps({
+            "version": version, "env_steps": 12_800, "wall_s": 30.0, "sps": 426.7,
+            "mean_return_20": 55.0, "episodes": 200, "batches_accepted": 100,
+            "rejects": {"stale": 3}, "mode": "async", "max_staleness": 2, "updated_at": now,
+        }),
+    )  # fmt: skip
+    client.hset(
+        keys.actors,
+        mapping={
+            actor_id: json.dumps({
+                "last_seen": now - ago, "policy_version": version - 1, "age": 1,
+                "batches": 50, "env_steps": 6_400,
+            })
+            for actor_id, ago in actors.items()
+        },
+    )  # fmt: skip
+
+
+def _status(redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    return subprocess.run(
+        [sys.executable, "-m", "ppomq.cli", "status", "--redis-url", redis_url,
+         "--run-id", RUN, *args],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+
+
+# A restarted actor 0: its dead incarnation (heard from 5 minutes ago), its new one, and
+# actor 1, alive all along.
+ACTORS = {"a0-111-aaaaaa": 300.0, "a0-222-bbbbbb": 0.5, "a1-333-cccccc": 1.5}
+
+
+def test_actors_not_heard_from_are_hidden_and_counted(redis_client, redis_url):
+    _learner_wrote(redis_client, actors=ACTORS)
+    out = _status(redis_url)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    table = "\n".join(lines)
+    assert "a0-111-aaaaaa" not in table  # the dead incarnation
+    assert "a0-222-bbbbbb" in table and "a1-333-cccccc" in table
+    assert "2 live actor(s)" in lines
+    assert "1 actor(s) not heard from for > 60 s hidden (--forget-after-s 0 lists them)" in lines
+    # The restarted actor is listed first: it sent most recently.
+    rows = [ln.split()[0] for ln in lines if ln[:1] == "a" and ln[2:3] == "-"]
+    assert rows == ["a0-222-bbbbbb", "a1-333-cccccc"]
+
+
+def test_forget_after_s_sets_the_threshold_and_zero_lists_everyone(redis_client, redis_url):
+    _learner_wrote(redis_client, actors=ACTORS)
+    out = _status(redis_url, "--forget-after-s", "1")
+    assert out.returncode == 0, out.stderr
+    assert "1 live actor(s)" in out.stdout
+    assert "2 actor(s) not heard from for > 1 s hidden" in out.stdout
+    out = _status(redis_url, "--forget-after-s", "0")
+    assert out.returncode == 0, out.stderr
+    assert "3 live actor(s)" in out.stdout and "hidden" not in out.stdout
+    assert "a0-111-aaaaaa" in out.stdout
+    bad = _status(redis_url, "--forget-after-s", "-1")
+    assert bad.returncode == 2 and "--forget-after-s" in bad.stderr
+
+
+def test_json_puts_hidden_actors_under_their_own_key(redis_client, redis_url):
+    _learner_wrote(redis_client, actors=ACTORS)
+    out = _status(redis_url, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert [a["actor_id"] for a in doc["actors"]] == ["a0-222-bbbbbb", "a1-333-cccccc"]
+    assert [a["actor_id"] for a in doc["hidden_actors"]] == ["a0-111-aaaaaa"]
+    assert doc["hidden_actors"][0]["last_seen_s_ago"] >= 300
+    assert doc["forget_after_s"] == 60
+    assert doc["actors"][0]["policy_age"] == 1
+
+
+def test_an_unreadable_actor_field_does_not_hide_the_others(redis_client):
+    _learner_wrote(redis_client, actors={"a1-333-cccccc": 1.0})
+    keys = RunKeys(RUN)
+    redis_client.hset(keys.actors, "a9-1-zzzzzz", b"not json")
+    redis_client.hset(keys.actors, "a8-1-yyyyyy", json.dumps({"last_seen": time.time()}))
+    status = read_status(redis_client, RUN)
+    assert [a["actor_id"] for a in status["actors"]] == ["a1-333-cccccc"]
+    assert status["unreadable_actors"] == ["a8-1-yyyyyy", "a9-1-zzzzzz"]
