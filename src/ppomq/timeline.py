@@ -1,0 +1,135 @@
+"""Where a `ppomq train` run's time goes, phase by phase: run_dir/logs/launcher.log.
+
+The launcher marks its own phases as they happen (one line each, so a hung start-up or
+shutdown shows how far it got) and, at the end, adds the two that only the children know
+(the actors' first env step, the learner's last update) and one JSON line with the whole
+timeline and the overhead: command start to first env step, plus last update to exit.
+
+    1795387422.615000   +0.000 s  command start
+    1795387423.301234   +0.686 s  redis ready
+    ...
+    timeline {"command start": 0.0, ..., "overhead_s": 1.8}
+
+This module stays light (the launcher imports it before anything heavy).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+FIRST_STEP_RE = re.compile(r"first env step at unix ([0-9.]+)")
+TIMELINE_PREFIX = "timeline "
+
+
+def process_start_unix(pid: int | str = "self") -> float | None:
+    """When this process was started (exec'd by the shell), to 10 ms: the command's start,
+    which is earlier than anything Python can time from the inside (interpreter start-up
+    and the CLI's imports). None where /proc is not there."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        # Field 22 (starttime, clock ticks since boot); the command name before it may
+        # hold spaces, so count from the closing parenthesis.
+        ticks = int(stat.rpartition(")")[2].split()[19])
+        for line in Path("/proc/stat").read_text().splitlines():
+            if line.startswith("btime "):
+                return int(line.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class Timeline:
+    """Marks phases (name -> Unix time) and writes each to `path` as it happens."""
+
+    def __init__(self, path: Path, *, start: float | None = None) -> None:
+        self.path = path
+        self.t0 = start if start is not None else (process_start_unix() or time.time())
+        self.marks: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._fh: TextIO | None = open(path, "a")  # noqa: SIM115 (closed in finish)
+        self.mark("command start", self.t0)
+
+    def mark(self, phase: str, at: float | None = None) -> None:
+        if phase in self.marks:
+            return  # the first time counts
+        at = time.time() if at is None else at
+        with self._lock:  # the exit watchers mark from their own threads
+            self.marks[phase] = at
+            if self._fh is not None and not self._fh.closed:
+                self._fh.write(f"{at:.6f} {at - self.t0:+8.3f} s  {phase}\n")
+                self._fh.flush()
+
+    def watch_exit(self, phase: str, proc: Any) -> None:
+        """Mark `phase` the moment `proc` (a multiprocessing process) exits, from a daemon
+        thread: the launcher itself only looks every half second."""
+        if proc is None:
+            return
+        from multiprocessing.connection import wait
+
+        def _watch() -> None:
+            wait([proc.sentinel])
+            self.mark(phase)
+
+        threading.Thread(target=_watch, name=f"timeline-{phase}", daemon=True).start()
+
+    def finish(self, run_dir: Path) -> dict[str, Any]:
+        """Add the children's phases, write the timeline line, close the log; returns it."""
+        first = first_env_step_unix(run_dir)
+        if first is not None:
+            self.mark("first env step", first)
+        last = last_update_unix(run_dir)
+        if last is not None:
+            self.mark("last update", last)
+        self.mark("exit")
+        doc: dict[str, Any] = {
+            k: round(v - self.t0, 3) for k, v in sorted(self.marks.items(), key=lambda kv: kv[1])
+        }
+        if first is not None and last is not None:
+            doc["startup_s"] = round(first - self.t0, 3)
+            doc["shutdown_s"] = round(self.marks["exit"] - last, 3)
+            doc["overhead_s"] = round(doc["startup_s"] + doc["shutdown_s"], 3)
+        with self._lock:
+            if self._fh is not None:
+                self._fh.write(TIMELINE_PREFIX + json.dumps(doc) + "\n")
+                self._fh.close()
+        return doc
+
+
+def first_env_step_unix(run_dir: Path) -> float | None:
+    """The earliest `first env step at unix T` any actor logged (actor-*.log)."""
+    firsts: list[float] = []
+    for log in sorted((run_dir / "logs").glob("actor-*.log")):
+        try:
+            firsts += [float(m) for m in FIRST_STEP_RE.findall(log.read_text(errors="replace"))]
+        except OSError:
+            continue
+    return min(firsts) if firsts else None
+
+
+def last_update_unix(run_dir: Path) -> float | None:
+    """The end of the learner's last update, from summary.json (its wall clock converted
+    to Unix time, as benchmarks/e2e.py does)."""
+    try:
+        s = json.loads((run_dir / "summary.json").read_text())
+        started = float(s["started_unix"]) - float(s.get("resumed_wall_s", 0.0))
+        return started + float(s["wall_seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def read_timeline(run_dir: Path) -> dict[str, Any] | None:
+    """The last timeline line of run_dir/logs/launcher.log, or None."""
+    try:
+        lines = (run_dir / "logs" / "launcher.log").read_text().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if line.startswith(TIMELINE_PREFIX):
+            return json.loads(line[len(TIMELINE_PREFIX) :])
+    return None
