@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import torch
 from ppomq.policy import ActorCritic
 from ppomq.rundir import plot_learning_curve
 from ppomq.settings import LearnerSettings
+from ppomq.signals import FastStop, WarmStop
 
 from .loop import LearnerLoop
 
@@ -22,8 +24,16 @@ def save_final_weights(path: Path, policy: ActorCritic, meta: dict[str, Any]) ->
     torch.save({"state_dict": policy.state_dict(), "metadata": meta}, path)
 
 
-def finish_run(loop: LearnerLoop, settings: LearnerSettings, threshold: float | None) -> None:
-    """Final weights, evaluation, summary.json and the learning-curve PNG."""
+def finish_run(
+    loop: LearnerLoop,
+    settings: LearnerSettings,
+    threshold: float | None,
+    stop: WarmStop | None = None,
+) -> None:
+    """Final weights, evaluation, summary.json and the learning-curve PNG.
+
+    After a fast stop (a second signal, `stop.fast`) the evaluation is skipped, and one
+    that a second signal interrupts is dropped; the files are always written."""
     from ppomq.evaluate import evaluate_policy
 
     run_dir = Path(settings.run_dir)
@@ -36,13 +46,16 @@ def finish_run(loop: LearnerLoop, settings: LearnerSettings, threshold: float | 
     }
     save_final_weights(run_dir / "final_weights.pt", loop.trainer.policy, meta)
     eval_return = None
-    if settings.eval_episodes > 0:
-        eval_return = evaluate_policy(
-            loop.trainer.policy,
-            settings.env_id,
-            episodes=settings.eval_episodes,
-            seed=settings.seed + 10_000,
-        )
+    if settings.eval_episodes > 0 and not (stop is not None and stop.fast):
+        try:
+            eval_return = evaluate_policy(
+                loop.trainer.policy,
+                settings.env_id,
+                episodes=settings.eval_episodes,
+                seed=settings.seed + 10_000,
+            )
+        except FastStop:
+            log.info("final evaluation skipped: stopping fast")
     wall = loop.wall_s
     phases = dict(loop.phase_totals)
     rejects = loop.rejects()
@@ -74,8 +87,15 @@ def finish_run(loop: LearnerLoop, settings: LearnerSettings, threshold: float | 
         "final_mean_return_20": loop.recorder.mean_return,
         "final_eval_return": eval_return,
         "episodes": loop.recorder.episodes,
+        # Every actor incarnation that sent a batch (a restarted actor has a new id).
+        "actors_seen": {
+            k: {"batches": v["batches"], "env_steps": v["env_steps"]}
+            for k, v in sorted(loop.actors.items())
+        },
+        "learner_restarts": loop.restarts,
     }
-    loop.recorder.write_json("summary.json", summary)
-    if loop.recorder.episodes:
-        plot_learning_curve(run_dir, threshold=threshold)
+    with stop.shielded() if stop is not None else nullcontext():
+        loop.recorder.write_json("summary.json", summary)
+        if loop.recorder.episodes:
+            plot_learning_curve(run_dir, threshold=threshold)
     log.info("run finished: %s", json.dumps(summary))

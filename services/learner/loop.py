@@ -14,8 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import redis
 import torch
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from ppomq.metrics import LearnerMetrics
 from ppomq.policy import numpy_state
@@ -26,12 +27,22 @@ from ppomq.signals import WarmStop
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
+from .roster import ActorRoster
 from .staleness import StalenessGate
 from .trainer import PPOTrainer
 
 log = logging.getLogger("ppomq.learner")
 
 CKPT_NAME = "checkpoints/ckpt.pt"
+# `ppomq status` lists actors heard from within this long; the summary keeps every actor.
+STATUS_FORGET_S = 300.0
+# Publish retries while Redis is away: short waits, so training resumes within about a
+# second of Redis coming back, and a stop signal is never held up for long.
+PUBLISH_BACKOFF = ExponentialBackoff(cap=1.0, base=0.05)
+
+
+class _StopPublishing(Exception):
+    """Asked to stop while Redis is unreachable: give up on this version."""
 
 
 class LearnerLoop:
@@ -47,7 +58,6 @@ class LearnerLoop:
         batches: queue.Queue[RolloutBatch],
         recorder: RunRecorder,
         version: int,
-        counters: dict[str, Any] | None = None,
         metrics: LearnerMetrics | None = None,
     ) -> None:
         self.s = settings
@@ -59,20 +69,21 @@ class LearnerLoop:
         self.recorder = recorder
         self.version = version
         self.gate = StalenessGate(settings.max_staleness)
-        self.batch_samples = settings.batch_samples or (
-            settings.actors * settings.num_steps * settings.num_envs
-        )
-        c = counters or {}
-        self.env_steps = int(c.get("env_steps", 0))
-        self.trained_samples = int(c.get("trained_samples", 0))
-        self.wall_offset = float(c.get("wall_s", 0.0))
+        self.roster = ActorRoster(timeout_s=settings.actor_timeout_s, hint=settings.actors)
+        self.env_steps = 0
+        self.trained_samples = 0
+        self.wall_offset = 0.0
         self.start = time.monotonic()
         self.start_unix = time.time()  # the same instant on the Unix clock, for benchmarks
         self.actors: dict[str, dict[str, Any]] = {}
+        # The receiving thread's counts of this incarnation, plus those of earlier ones.
         self.decode_rejects: dict[str, int] = {}
+        self.decode_rejects_before: Counter[str] = Counter()
         self.produced_batches = 0
         self.phase_totals: Counter[str] = Counter()
         self.last_stats: dict[str, float] = {}
+        self.restarts = 0
+        self._last_checkpoint = time.monotonic()
         # Unregistered metrics unless the service passes exported ones (tests build many loops).
         self.metrics = metrics or LearnerMetrics(registry=None)
 
@@ -83,10 +94,11 @@ class LearnerLoop:
     def publish(self, stop: WarmStop | None = None) -> float:
         """Publish the current version; returns the seconds it took.
 
-        While Redis is unreachable it retries (1 s, doubling to 10 s) rather than losing the
-        trained state to a traceback: actors keep acting on the version they hold and the
-        weightserver keeps serving it. Asked to stop meanwhile, it gives up on this version
-        (the checkpoint written on the way out still has it) and says so in one line."""
+        While Redis is unreachable it retries (redis-py's Retry, backoff capped at 1 s)
+        rather than losing the trained state to a traceback: actors keep acting on the
+        version they hold and the weightserver keeps serving it. A retry of a publish that
+        had committed is recognised by the store. Asked to stop meanwhile, it gives up on
+        this version (the checkpoint written on the way out still has it) in one line."""
         t0 = time.perf_counter()
         header, blob = pack_weights(
             self.version,
@@ -96,20 +108,22 @@ class LearnerLoop:
             env_steps=self.env_steps,
             extra={"env_id": self.s.env_id, "run_id": self.s.run_id},
         )
-        delay = 1.0
-        while True:
-            try:
-                self.store.publish(header, blob)
-                break
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if stop is not None and stop.requested:
-                    log.error("version %d not published, Redis unreachable (%s); the run "
-                              "dir's checkpoint has it", self.version, exc)  # fmt: skip
-                    break
-                log.warning("Redis unreachable (%s); retrying the publish of version %d in "
-                            "%.0f s", exc, self.version, delay)  # fmt: skip
-                time.sleep(delay)
-                delay = min(delay * 2, 10.0)
+
+        def failed(exc: Exception, failures: int) -> None:
+            if stop is not None and stop.requested:
+                raise _StopPublishing(str(exc))
+            if failures == 1 or failures % 20 == 0:
+                log.warning("Redis unreachable (%s); retrying the publish of version %d",
+                            exc, self.version)  # fmt: skip
+
+        retry = Retry(PUBLISH_BACKOFF, retries=-1)
+        try:
+            retry.call_with_retry(
+                lambda: self.store.publish(header, blob), failed, with_failure_count=True
+            )
+        except _StopPublishing as exc:
+            log.error("version %d not published, Redis unreachable (%s); the run dir's "
+                      "checkpoint has it", self.version, exc)  # fmt: skip
         return time.perf_counter() - t0
 
     def _note_batch(self, batch: RolloutBatch) -> None:
@@ -123,6 +137,7 @@ class LearnerLoop:
             env_steps=self.env_steps,
             wall_s=self.wall_s,
         )
+        self.roster.heard(batch.actor_id)
         a = self.actors.setdefault(batch.actor_id, {"batches": 0, "env_steps": 0})
         a.update(
             last_seen=time.time(),
@@ -133,28 +148,59 @@ class LearnerLoop:
         )
 
     def collect(self, stop: WarmStop) -> list[RolloutBatch]:
-        """Admitted batches for one update: `batch_samples` of them (async), or one per
-        actor at the current version (sync)."""
+        """Admitted batches for one update.
+
+        Elastic: it waits for the actors it has heard from lately (ActorRoster), not for a
+        configured number. Async: `batch_samples` samples, or else one batch per live actor
+        (what each sends per version). Sync: one fresh batch from every live actor (the
+        quorum). Either way, once no admissible batch has arrived for `actor_timeout_s`,
+        it trains on what it holds: nothing waits forever for an actor that is gone."""
         out: list[RolloutBatch] = []
+        contributors: set[str] = set()
         samples = 0
+        timeout = self.s.actor_timeout_s
+        last_arrival = waiting_since = time.monotonic()
+        said_waiting = False
         while not stop.requested and not self.done():
+            arrived: list[RolloutBatch] = []
             try:
-                batch = self.batches.get(timeout=0.1)
+                arrived.append(self.batches.get(timeout=0.05))
+                if self.s.mode == "sync":
+                    # A quorum is whoever has sent: take every batch already here, so a
+                    # new actor's batch is not left for a version it would be stale for.
+                    while True:
+                        arrived.append(self.batches.get_nowait())
             except queue.Empty:
-                continue
-            self._note_batch(batch)
-            if not self.gate.admit(self.version, batch.policy_version):
-                continue
-            out.append(batch)
-            samples += batch.num_steps * batch.num_envs
-            if self.s.mode == "sync":
-                if len(out) >= self.s.actors:
-                    break
-            elif samples >= self.batch_samples:
+                pass
+            now = time.monotonic()
+            for batch in arrived:
+                self._note_batch(batch)
+                if self.gate.admit(self.version, batch.policy_version):
+                    out.append(batch)
+                    contributors.add(batch.actor_id)
+                    samples += batch.num_steps * batch.num_envs
+                    last_arrival = now
+            if out and self._enough(contributors, len(out), samples):
                 break
-        if self.s.mode == "sync" and len(out) < self.s.actors:
+            if out and now - last_arrival > timeout:
+                log.info("no new batch for %.1f s: training version %d on the %d batch(es) "
+                         "it has", timeout, self.version, len(out))  # fmt: skip
+                break
+            if not out and not said_waiting and now - waiting_since > max(timeout, 10.0):
+                said_waiting = True
+                log.warning("no rollouts for %.0f s; waiting for actors to send to %s",
+                            now - waiting_since, self.s.rollout_bind)  # fmt: skip
+        stopping = stop.requested or self.done()
+        if stopping and self.s.mode == "sync" and not self.roster.quorum(contributors):
             return []  # stopping mid-set: a partial set would not be synchronous PPO
         return out
+
+    def _enough(self, contributors: set[str], batches: int, samples: int) -> bool:
+        if self.s.mode == "sync":
+            return self.roster.quorum(contributors)
+        if self.s.batch_samples:
+            return samples >= self.s.batch_samples
+        return batches >= self.roster.expected()
 
     def done(self) -> bool:
         s = self.s
@@ -214,12 +260,13 @@ class LearnerLoop:
             mean_return=self.recorder.mean_return,
         )
         self.write_status()
-        if self.version % self.s.checkpoint_every == 0:
+        if time.monotonic() - self._last_checkpoint >= self.s.checkpoint_interval_s:
             self.checkpoint()
         return True
 
     def rejects(self) -> dict[str, int]:
         out = Counter(self.decode_rejects)
+        out.update(self.decode_rejects_before)
         out.update(self.gate.rejected)
         return dict(out)
 
@@ -236,22 +283,33 @@ class LearnerLoop:
             "rejects": self.rejects(),
             "mode": self.s.mode,
             "max_staleness": self.s.max_staleness,
+            "live_actors": len(self.roster.live()),
+            "learner_restarts": self.restarts,
             "updated_at": time.time(),
         }
         try:
             pipe = self.redis.pipeline(transaction=False)
             pipe.set(self.keys.stats, json.dumps(status))
-            if self.actors:
-                pipe.hset(
-                    self.keys.actors, mapping={k: json.dumps(v) for k, v in self.actors.items()}
-                )
+            self.roster.forget(STATUS_FORGET_S)  # bounded however many actors came and went
+            now = time.time()
+            recent = {
+                k: json.dumps(v)
+                for k, v in self.actors.items()
+                if now - v["last_seen"] <= STATUS_FORGET_S
+            }
+            pipe.delete(self.keys.actors)  # actors gone for long leave `ppomq status`
+            if recent:
+                pipe.hset(self.keys.actors, mapping=recent)
             pipe.execute()
         except Exception as exc:  # Redis blips must not stop training
             log.warning("could not write status to Redis: %s", exc)
 
     def checkpoint(self) -> Path:
+        """Everything a restarted learner needs to go on as if it had not stopped: the
+        trainer, the version, and every counter and histogram the summary reports."""
         path = Path(self.s.run_dir) / CKPT_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
+        rec = self.recorder
         state = {
             "trainer": self.trainer.get_state(),
             "version": self.version,
@@ -259,6 +317,13 @@ class LearnerLoop:
                 "env_steps": self.env_steps,
                 "trained_samples": self.trained_samples,
                 "wall_s": self.wall_s,
+                "produced_batches": self.produced_batches,
+                "restarts": self.restarts,
+                "phase_totals": dict(self.phase_totals),
+                "decode_rejects": dict(Counter(self.decode_rejects) + self.decode_rejects_before),
+                "gate": self.gate.get_state(),
+                "actors": self.actors,
+                "recorder": rec.get_state(),
             },
             "run_id": self.s.run_id,
             "env_id": self.s.env_id,
@@ -266,7 +331,25 @@ class LearnerLoop:
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
         tmp.replace(path)  # atomic: a crash mid-write leaves the previous checkpoint
+        self._last_checkpoint = time.monotonic()
         return path
+
+    def restore(self, ckpt: dict[str, Any]) -> None:
+        """Counters, histograms and trainer state of a checkpoint; one more restart."""
+        self.trainer.set_state(ckpt["trainer"])
+        c = ckpt["counters"]
+        self.env_steps = int(c["env_steps"])
+        self.trained_samples = int(c["trained_samples"])
+        self.wall_offset = float(c["wall_s"])  # the learner's clock goes on from there
+        self.start = time.monotonic()
+        # Checkpoints written before these counters existed resume with zeros.
+        self.produced_batches = int(c.get("produced_batches", 0))
+        self.restarts = int(c.get("restarts", 0)) + 1
+        self.phase_totals = Counter(c.get("phase_totals", {}))
+        self.decode_rejects_before = Counter(c.get("decode_rejects", {}))
+        self.gate.set_state(c.get("gate", {}))
+        self.actors = dict(c.get("actors", {}))
+        self.recorder.set_state(c.get("recorder", {}), env_steps=self.env_steps)
 
 
 def load_checkpoint(run_dir: str) -> dict[str, Any] | None:

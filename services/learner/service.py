@@ -2,7 +2,9 @@
 
 Wiring, in order: settings -> logging -> Redis store -> policy (fresh or resumed) ->
 publish the first version -> receiving thread -> LearnerLoop (loop.py). Stopping: the first
-SIGTERM/SIGINT finishes the current update, checkpoints and exits 0; a second exits now.
+SIGTERM/SIGINT finishes the current update, checkpoints, evaluates and writes the summary;
+a second skips the rest of the update and the evaluation but still writes the checkpoint
+and the summary (ppomq.signals).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import queue
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,12 +23,13 @@ import torch
 from ppomq.envs import rollout_spec_for
 from ppomq.errors import UsageError
 from ppomq.metrics import LearnerMetrics, start_metrics_server
-from ppomq.policy import ActorCritic, model_spec_for
+from ppomq.policy import ActorCritic, load_numpy_state, model_spec_for
 from ppomq.proto import RolloutBatch
+from ppomq.proto.weights import unpack_tensors
 from ppomq.redis_util import connect_redis
 from ppomq.rundir import RunRecorder
 from ppomq.settings import LearnerSettings, settings_snapshot
-from ppomq.signals import WarmStop
+from ppomq.signals import FastStop, WarmStop
 from ppomq.transport import RolloutReceiver
 from ppomq.weightserver.store import WeightStore
 
@@ -44,6 +48,9 @@ def _check_port_free(endpoint: str) -> None:
     host, _, port = endpoint[6:].rpartition(":")
     host = "0.0.0.0" if host in ("*", "") else host
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # As ZeroMQ binds: a restarted learner's own old connections in TIME_WAIT (60 s
+        # after a crash) must not read as "port taken"; a live listener still does.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, int(port)))
         except OSError as exc:
@@ -78,20 +85,13 @@ def run_learner(settings: LearnerSettings) -> int:
     run_dir = Path(settings.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     ckpt = load_checkpoint(settings.run_dir)
-    counters = None
-    latest = store.latest_version()
-    version = 0 if latest is None else latest + 1
-    if ckpt is not None:
-        if ckpt.get("run_id") != settings.run_id or ckpt.get("env_id") != settings.env_id:
-            raise UsageError(
-                f"{run_dir / CKPT_NAME} belongs to run {ckpt.get('run_id')!r} "
-                f"({ckpt.get('env_id')}); use another --run-dir or the same --run-id"
-            )
-        trainer.set_state(ckpt["trainer"])
-        counters = ckpt["counters"]
-        # Versions only rise: resume above both the checkpoint and whatever Redis holds.
-        version = max(version, int(ckpt["version"]) + 1)
-        log.info("resumed from %s at version %d", run_dir / CKPT_NAME, ckpt["version"])
+    if ckpt is not None and (
+        ckpt.get("run_id") != settings.run_id or ckpt.get("env_id") != settings.env_id
+    ):
+        raise UsageError(
+            f"{run_dir / CKPT_NAME} belongs to run {ckpt.get('run_id')!r} "
+            f"({ckpt.get('env_id')}); use another --run-dir or the same --run-id"
+        )
     (run_dir / "learner_settings.json").write_text(
         json.dumps(settings_snapshot(settings), indent=2) + "\n"
     )
@@ -122,13 +122,14 @@ def run_learner(settings: LearnerSettings) -> int:
         redis=redis,
         batches=batches,
         recorder=recorder,
-        version=version,
-        counters=counters,
+        version=0,
         metrics=LearnerMetrics(),  # exported on --metrics-port
     )
     stop = WarmStop("the current update").install()
-    loop.publish()
-    log.info("published version %d; receiving rollouts on %s", version, settings.rollout_bind)
+    if resume(loop, ckpt):
+        loop.publish(stop)
+        log.info("published version %d", loop.version)
+    log.info("receiving rollouts on %s", settings.rollout_bind)
     receiver.start()
     receiver.ready.wait()
     if receiver.error is not None:
@@ -152,12 +153,41 @@ def run_learner(settings: LearnerSettings) -> int:
                     else f"{r['charts/mean_return_20']:.1f}",
                     loop.rejects(),
                 )
+    except FastStop:
+        pass  # a second signal: skip the rest of the update, clean up below
     finally:
-        receiver.stop()
-        receiver.join(timeout=5)
-        _, loop.decode_rejects = receiver.snapshot()
-        loop.checkpoint()
-        loop.write_status()
-        recorder.close()
-    finish_run(loop, settings, threshold)
+        with stop.shielded():
+            receiver.stop()
+            receiver.join(timeout=5)
+            _, loop.decode_rejects = receiver.snapshot()
+            loop.checkpoint()
+            loop.write_status()
+            recorder.close()
+    finish_run(loop, settings, threshold, stop)
     return 0
+
+
+def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None) -> bool:
+    """Set the loop's state from the checkpoint and Redis; True if the loop's version must
+    be published (Redis does not hold it yet).
+
+    Versions only rise, and a version number always names the same weights. Redis may hold
+    versions the checkpoint does not (published after it was written): then the newest of
+    them is adopted as the policy, so a restart never republishes older weights under a
+    newer number. The optimizer moments and counters come from the checkpoint."""
+    latest = loop.store.latest_version()
+    if ckpt is None:
+        loop.version = 0 if latest is None else latest + 1
+        return True
+    loop.restore(ckpt)
+    loop.version = int(ckpt["version"])
+    where = loop.s.run_dir
+    if latest is not None and latest > loop.version:
+        header, blob = loop.store.fetch(latest, verify=True)
+        load_numpy_state(loop.trainer.policy, unpack_tensors(header, blob))
+        log.info("resumed from %s (version %d) with version %d's weights from Redis, "
+                 "newer than the checkpoint", where, loop.version, latest)  # fmt: skip
+        loop.version = latest
+        return False
+    log.info("resumed from %s at version %d", where, loop.version)
+    return latest is None or latest < loop.version

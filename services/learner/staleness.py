@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 
 def batch_age(learner_version: int, batch_version: int) -> int:
@@ -34,3 +35,11 @@ class StalenessGate:
         self.accepted += 1
         self.ages[age] += 1
         return True
+
+    def get_state(self) -> dict[str, Any]:
+        return {"accepted": self.accepted, "rejected": dict(self.rejected), "ages": dict(self.ages)}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.accepted = int(state.get("accepted", 0))
+        self.rejected = Counter(state.get("rejected", {}))
+        self.ages = Counter({int(k): v for k, v in state.get("ages", {}).items()})

@@ -81,6 +81,10 @@ class WeightStore:
     def publish(self, header: WeightsHeader, blob: bytes | memoryview) -> list[int]:
         """Store `header`+`blob` as version `header.version`, make it `latest`, announce it.
 
+        Idempotent: publishing the very same header again (a retry after a commit whose
+        reply was lost) completes the announcement and returns, rather than failing as
+        stale; another header under a version that is not above `latest` still fails.
+
         The hash, the index and `latest` change in one MULTI/EXEC, so no reader ever sees
         `latest` pointing at a version that is not there. WATCH on `latest` makes the
         version check part of that transaction: a version must be above `latest`, because
@@ -95,6 +99,15 @@ class WeightStore:
                 try:
                     pipe.watch(self.keys.latest)
                     current = pipe.get(self.keys.latest)
+                    if (
+                        current is not None
+                        and int(current) == version
+                        and self._holds(pipe, version, header_bytes)
+                    ):
+                        # Our own earlier attempt committed and only its reply was lost
+                        # (the connection dropped after EXEC): finish it, don't fail it.
+                        pipe.unwatch()
+                        break
                     if current is not None and int(current) >= version:
                         raise StaleVersionError(
                             f"run {self.run_id!r}: version {version} is not above latest "
@@ -115,6 +128,10 @@ class WeightStore:
         # After EXEC, never before: a subscriber that reacts at once finds the version.
         self.client.publish(self.keys.channel, str(version))
         return self.apply_retention()
+
+    def _holds(self, client: redis.Redis, version: int, header_bytes: bytes) -> bool:
+        """Whether `version` is stored with exactly this header (same sha256, same time)."""
+        return client.hget(self.keys.weights(version), HEADER_FIELD) == header_bytes
 
     def apply_retention(self) -> list[int]:
         """Delete every version that is neither among the newest K nor protected.

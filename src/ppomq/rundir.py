@@ -84,6 +84,26 @@ class RunRecorder:
                 if "/" in key and isinstance(value, int | float) and math.isfinite(value):
                     self._tb.add_scalar(key, value, env_steps)
 
+    def get_state(self) -> dict[str, Any]:
+        """What a learner checkpoint carries so that a resumed run's summary is right."""
+        return {
+            "window": list(self.window),
+            "episodes": self.episodes,
+            "solved_at_env_steps": self.solved_at_env_steps,
+            "solved_at_wall_s": self.solved_at_wall_s,
+        }
+
+    def set_state(self, state: dict[str, Any], *, env_steps: int) -> None:
+        """Resume from a checkpoint taken at `env_steps`: the rows written after it
+        describe work the restarted learner does not count, so they are cut off."""
+        self.window.clear()
+        self.window.extend(state.get("window", []))
+        self.episodes = int(state.get("episodes", 0))
+        self.solved_at_env_steps = state.get("solved_at_env_steps")
+        self.solved_at_wall_s = state.get("solved_at_wall_s")
+        for fh in (self._episodes_fh, self._progress_fh):
+            _truncate_rows_after(fh, env_steps)
+
     def write_json(self, name: str, doc: dict[str, Any]) -> Path:
         path = self.dir / name
         tmp = path.with_suffix(".tmp")
@@ -96,6 +116,24 @@ class RunRecorder:
         self._progress_fh.close()
         if self._tb is not None:
             self._tb.close()
+
+
+def _truncate_rows_after(fh: Any, env_steps: int) -> None:
+    """Keep the header and the rows whose `env_steps` column is at most `env_steps`."""
+    fh.flush()
+    path = Path(fh.name)
+    with open(path, newline="") as src:
+        rows = list(csv.reader(src))
+    if not rows:
+        return
+    col = rows[0].index("env_steps")
+    kept = [rows[0]] + [r for r in rows[1:] if r and int(float(r[col])) <= env_steps]
+    if len(kept) == len(rows):
+        return
+    fh.seek(0)
+    fh.truncate()
+    csv.writer(fh).writerows(kept)
+    fh.flush()
 
 
 def read_csv(path: str | Path) -> list[dict[str, float]]:

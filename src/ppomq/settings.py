@@ -104,6 +104,12 @@ class PPOSettings(_Group):
         description="Samples (steps x envs) per PPO update in async mode; 0: one batch per "
         "actor (actors x num_steps x num_envs), what actors send per version.",
     )
+    actor_timeout_s: float = Field(
+        3.0,
+        gt=0,
+        description="An actor silent this long is left out of the update it would hold up "
+        "(async: the batch target; sync: the quorum) until it sends again.",
+    )
     gamma: float = Field(0.98, gt=0, le=1, description="Discount factor.")
     gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda.")
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
@@ -146,7 +152,11 @@ class RunSettings(_Group):
         "learner (so a restart resumes), runs/RUN_ID-TIMESTAMP for `ppomq train`.",
     )
     actors: int = Field(
-        2, ge=1, le=1024, description="Actor processes (train) / actors per version (sync)."
+        2,
+        ge=1,
+        le=1024,
+        description="Actor processes (train). For the learner a hint only: how many actors "
+        "to wait for before it has heard from any; after that it counts the live ones.",
     )
     total_steps: int = Field(
         100_000, ge=0, description="Stop after this many env steps; 0 means no limit."
@@ -155,7 +165,12 @@ class RunSettings(_Group):
     target_return: float | None = Field(
         None, description="Stop once the mean of the last 20 episodes reaches this."
     )
-    checkpoint_every: int = Field(50, ge=1, description="Checkpoint every this many versions.")
+    checkpoint_interval_s: float = Field(
+        1.0,
+        ge=0,
+        description="Checkpoint after an update once this many seconds have passed since "
+        "the last one (bounds what a learner restart loses); 0: after every update.",
+    )
     eval_episodes: int = Field(
         20, ge=0, description="Greedy evaluation episodes when the run ends; 0 skips it."
     )
@@ -225,6 +240,16 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
 
     redis_url: str | None = Field(  # type: ignore[assignment]
         None, description="Use this Redis instead of starting an embedded redis-server."
+    )
+    # Empty by default: a local run must not take a fixed, all-interfaces port (two runs
+    # would collide); a value the user gives is used as given.
+    rollout_bind: str = Field(
+        "",
+        description="Where the learner receives rollouts (`ppomq learner` default "
+        "tcp://*:5555; `ppomq train`: empty, a free port on 127.0.0.1).",
+    )
+    weightserver_bind: str = Field(
+        "", description="Where the weightserver listens (train); empty: a free port on 127.0.0.1."
     )
     restart_actors: bool = Field(True, description="Restart an actor that crashes.")
     progress: bool = Field(True, description="Show live progress on the terminal.")

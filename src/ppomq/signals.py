@@ -1,25 +1,39 @@
-"""Warm stop on the first SIGTERM/SIGINT, cold stop on the second (rq's worker semantics).
+"""Warm stop on the first SIGTERM/SIGINT, fast stop on the second (rq's worker semantics).
 
 Services check `requested` between units of work (a rollout, an update): the first signal
-lets the current one finish (and the learner checkpoint); a second exits at once.
+lets the current one finish (and the learner checkpoint). The second raises `FastStop` in
+the main thread, wherever it is, so the service's `finally` blocks still run (sockets
+closed, checkpoint and summary written) but nothing else does: no final evaluation, no
+waiting for the unit of work. Signals after that are ignored, so they cannot cut the
+cleanup short; a process that must die now gets SIGKILL.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger("ppomq")
 
 
+class FastStop(BaseException):
+    """Raised by the second stop signal: clean up and exit now.
+
+    A BaseException, like KeyboardInterrupt, so that `except Exception` in a service's
+    retry loops does not swallow it."""
+
+
 class WarmStop:
-    """Install with `install()`; poll `requested`."""
+    """Install with `install()`; poll `requested`; `fast` tells a FastStop happened."""
 
     def __init__(self, what: str = "the current unit of work") -> None:
         self.requested = False
+        self.fast = False
         self.what = what
+        self._shielded = 0
 
     def install(self) -> WarmStop:
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -27,7 +41,25 @@ class WarmStop:
         return self
 
     def _handle(self, signum: int, _frame: Any) -> None:
-        if self.requested:
-            os._exit(128 + signum)
-        self.requested = True
-        log.info("%s received: finishing %s", signal.Signals(signum).name, self.what)
+        name = signal.Signals(signum).name
+        if not self.requested:
+            self.requested = True
+            log.info("%s received: finishing %s", name, self.what)
+            return
+        if self.fast:
+            log.info("%s received: already stopping fast", name)
+            return
+        self.fast = True
+        log.info("%s received again: stopping now (cleanup still runs)", name)
+        if not self._shielded:
+            raise FastStop
+
+    @contextmanager
+    def shielded(self) -> Iterator[None]:
+        """A block a second signal must not cut short (writing a checkpoint or a summary):
+        inside it the signal only sets `fast`, which the code after it can check."""
+        self._shielded += 1
+        try:
+            yield
+        finally:
+            self._shielded -= 1

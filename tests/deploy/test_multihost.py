@@ -49,7 +49,7 @@ COMPOSE_ENV = {
     "PPOMQ_TOTAL_STEPS": "0",  # until we stop it
     "PPOMQ_NUM_ENVS": "4",
     "PPOMQ_EVAL_EPISODES": "2",
-    "PPOMQ_CHECKPOINT_EVERY": "5",
+    "PPOMQ_CHECKPOINT_INTERVAL_S": "0",
     "REDIS_LEARNER_PASSWORD": "netns-learner-pw",
     "REDIS_READER_PASSWORD": "netns-reader-pw",
 }

@@ -7,6 +7,7 @@ import queue
 import threading
 import time
 
+import redis
 import torch
 
 from ppomq.actor.runner import EnvRunner
@@ -56,9 +57,9 @@ def test_one_step_trains_on_admitted_batches_and_publishes_the_next_version(tmp_
 
 def test_sync_mode_waits_for_one_current_batch_per_actor(tmp_path, redis_url):
     loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, mode="sync")
-    batches.put(runner.sample(inference, policy_version=4, seq=0))  # stale in sync mode
-    batches.put(runner.sample(inference, policy_version=5, seq=1))
-    batches.put(runner.sample(inference, policy_version=5, seq=2))
+    batches.put(_sample(runner, inference, "a", 4, 0))  # stale in sync mode
+    batches.put(_sample(runner, inference, "a", 5, 1))
+    batches.put(_sample(runner, inference, "b", 5, 2))
     assert loop.step(WarmStop())
     assert loop.gate.accepted == 2 and loop.gate.rejected == {"stale": 1}
 
@@ -106,3 +107,69 @@ def test_publish_gives_up_in_one_line_when_asked_to_stop_during_an_outage(
     stop.requested = True
     loop.publish(stop)  # returns, no exception
     assert "not published, Redis unreachable" in caplog.text
+
+
+def _sample(runner, inference, actor_id: str, version: int, seq: int):
+    runner.actor_id = actor_id
+    return runner.sample(inference, policy_version=version, seq=seq)
+
+
+def test_async_update_does_not_wait_for_actors_that_never_come(tmp_path, redis_url):
+    # The hint says 3 actors; only one exists. The update waits at most the actor timeout.
+    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=3, actor_timeout_s=0.3)
+    batches.put(_sample(runner, inference, "only", 5, 0))
+    t0 = time.monotonic()
+    assert loop.step(WarmStop())
+    assert time.monotonic() - t0 < 10  # liveness bound, not a timing claim
+    assert loop.version == 6 and loop.gate.accepted == 1
+
+
+def test_async_update_waits_for_every_live_actor_then_drops_a_silent_one(tmp_path, redis_url):
+    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=2, actor_timeout_s=1.0)
+    for i, actor in enumerate(("a", "b")):
+        batches.put(_sample(runner, inference, actor, 5, i))
+    assert loop.step(WarmStop())
+    batches.put(_sample(runner, inference, "a", 6, 2))
+    batches.put(_sample(runner, inference, "b", 6, 3))
+    assert loop.step(WarmStop())
+    assert loop.last_stats["charts/samples"] == 2 * 16  # one batch from each live actor
+    batches.put(_sample(runner, inference, "a", 7, 4))  # b is gone now
+    assert loop.step(WarmStop())  # waits for b until it is silent for 1 s, then goes on
+    assert loop.version == 8 and loop.last_stats["charts/samples"] == 16
+
+
+def test_sync_quorum_drops_a_silent_actor_and_takes_a_new_one(tmp_path, redis_url):
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, mode="sync", actors=2, actor_timeout_s=0.3
+    )
+    batches.put(_sample(runner, inference, "a", 5, 0))
+    batches.put(_sample(runner, inference, "b", 5, 1))
+    assert loop.step(WarmStop())
+    time.sleep(0.4)
+    batches.put(_sample(runner, inference, "a", 6, 2))  # b was killed: quorum shrinks
+    assert loop.step(WarmStop())
+    assert loop.version == 7 and loop.last_stats["charts/samples"] == 16
+    batches.put(_sample(runner, inference, "a", 7, 3))
+    batches.put(_sample(runner, inference, "c", 7, 4))  # a new actor joins
+    assert loop.step(WarmStop())
+    assert loop.last_stats["charts/samples"] == 2 * 16
+    assert loop.gate.rejected == {}
+
+
+def test_a_publish_whose_reply_is_lost_after_the_commit_is_not_retried_into_a_crash(
+    tmp_path, redis_server
+):
+    from tests.redis_proxy import LostExecReplyProxy
+
+    proxy = LostExecReplyProxy(redis_server.port)
+    try:
+        redis.Redis.from_url(redis_server.url).flushall()
+        loop, *_ = _setup(tmp_path, proxy.url)
+        loop.publish()
+        proxy.armed.set()
+        loop.version += 1
+        loop.publish(WarmStop())  # committed, reply lost, retried: must not raise
+        assert proxy.dropped.is_set()  # the fault really happened
+        assert loop.store.latest_version() == loop.version
+    finally:
+        proxy.close()

@@ -1,0 +1,119 @@
+"""A restarted learner: its checkpoint carries every counter, and versions keep meaning."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import torch
+
+from ppomq.learner.loop import load_checkpoint
+from ppomq.learner.service import resume
+from ppomq.policy import numpy_state
+from ppomq.rundir import RunRecorder
+from ppomq.signals import WarmStop
+
+from .test_loop import _sample, _setup
+
+
+def _trained_loop(tmp_path, redis_url, updates: int = 2):
+    # Checkpoints only when the test says so.
+    loop, batches, runner, inference, redis = _setup(
+        tmp_path, redis_url, actors=1, checkpoint_interval_s=3600
+    )
+    for seq in range(updates):
+        batches.put(_sample(runner, inference, "a", loop.version, seq))
+        assert loop.step(WarmStop())
+    return loop, batches, runner, inference, redis
+
+
+def _fresh_loop(tmp_path, redis_url):
+    loop, *_ = _setup(tmp_path, redis_url, actors=1)
+    loop.version = 0
+    return loop
+
+
+def test_a_resumed_loop_has_every_counter_the_summary_reports(tmp_path, redis_url):
+    loop, batches, runner, inference, _ = _trained_loop(tmp_path, redis_url)
+    batches.put(_sample(runner, inference, "a", 1, 99))  # 6 versions behind: stale
+    batches.put(_sample(runner, inference, "a", loop.version, 100))
+    assert loop.step(WarmStop())
+    loop.decode_rejects = {"bad_shape": 2}
+    loop.recorder.add_episodes([500.0] * 20, [500] * 20, env_steps=loop.env_steps, wall_s=1.0)
+    loop.recorder.solved_at_env_steps = 1234
+    loop.checkpoint()
+    loop.recorder.close()
+
+    again = _fresh_loop(tmp_path, redis_url)
+    ckpt = load_checkpoint(str(tmp_path))
+    assert resume(again, ckpt) is False  # Redis holds the version
+    assert again.version == loop.version
+    assert again.env_steps == loop.env_steps
+    assert again.trained_samples == loop.trained_samples
+    assert again.produced_batches == loop.produced_batches
+    assert again.gate.accepted == loop.gate.accepted
+    assert again.gate.ages == loop.gate.ages
+    assert again.rejects() == {"stale": 1, "bad_shape": 2}
+    assert again.recorder.solved_at_env_steps == 1234
+    assert list(again.recorder.window) == list(loop.recorder.window)
+    assert again.recorder.episodes == loop.recorder.episodes
+    assert again.actors.keys() == loop.actors.keys()
+    assert dict(again.phase_totals) == dict(loop.phase_totals)
+    assert again.restarts == 1
+    assert again.wall_s >= ckpt["counters"]["wall_s"]
+
+
+def test_a_restart_adopts_weights_published_after_its_checkpoint(tmp_path, redis_url):
+    loop, batches, runner, inference, _ = _trained_loop(tmp_path, redis_url)
+    loop.checkpoint()
+    checkpointed = {k: v.copy() for k, v in numpy_state(loop.trainer.policy).items()}
+    for seq in range(2):  # two more updates, published but never checkpointed
+        batches.put(_sample(runner, inference, "a", loop.version, 10 + seq))
+        assert loop.step(WarmStop())
+    newest = numpy_state(loop.trainer.policy)
+    assert any(not np.array_equal(newest[k], checkpointed[k]) for k in newest)
+    loop.recorder.close()
+
+    again = _fresh_loop(tmp_path, redis_url)
+    assert resume(again, load_checkpoint(str(tmp_path))) is False
+    assert again.version == loop.version  # not a new number for old weights
+    for name, arr in numpy_state(again.trainer.policy).items():
+        np.testing.assert_array_equal(arr, newest[name])
+    batches_again = again.batches
+    batches_again.put(_sample(runner, inference, "a", again.version, 50))
+    assert again.step(WarmStop())
+    assert again.store.latest_version() == loop.version + 1
+
+
+def test_a_restart_publishes_its_version_when_redis_lost_it(tmp_path, redis_url):
+    loop, *_ = _trained_loop(tmp_path, redis_url)
+    loop.checkpoint()
+    loop.recorder.close()
+    loop.redis.flushall()  # Redis restarted without persistence
+    again = _fresh_loop(tmp_path, redis_url)
+    assert resume(again, load_checkpoint(str(tmp_path))) is True
+    assert again.version == loop.version
+    again.publish()
+    header, _ = again.store.fetch(again.version)
+    assert header.learner_step == loop.trainer.updates
+
+
+def test_resume_cuts_run_dir_rows_written_after_the_checkpoint(tmp_path):
+    rec = RunRecorder(tmp_path, solve_threshold=None)
+    rec.add_episodes([10.0], [10], env_steps=100, wall_s=1.0)
+    rec.add_update({"version": 1, "env_steps": 100}, env_steps=100)
+    state = rec.get_state()
+    rec.add_episodes([20.0], [20], env_steps=200, wall_s=2.0)  # lost with the crash
+    rec.add_update({"version": 2, "env_steps": 200}, env_steps=200)
+    rec.close()
+    again = RunRecorder(tmp_path, solve_threshold=None)
+    again.set_state(state, env_steps=100)
+    again.add_episodes([30.0], [30], env_steps=150, wall_s=1.5)
+    again.add_update({"version": 2, "env_steps": 150}, env_steps=150)
+    again.close()
+    episodes = (tmp_path / "episodes.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in episodes] == ["env_steps", "100", "150"]
+    progress = (tmp_path / "progress.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in progress] == ["version", "1", "2"]
+    assert json.loads(json.dumps(state))["episodes"] == 1
+    assert torch.tensor(list(again.window)).tolist() == [10.0, 30.0]

@@ -1,0 +1,70 @@
+"""ActorRoster: whom an update waits for, on a clock the test moves."""
+
+from __future__ import annotations
+
+from ppomq.learner.roster import ActorRoster
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _roster(hint: int = 3, timeout_s: float = 2.0) -> tuple[ActorRoster, Clock]:
+    clock = Clock()
+    return ActorRoster(timeout_s=timeout_s, hint=hint, clock=clock), clock
+
+
+def test_before_anyone_is_heard_from_an_update_waits_for_the_hint():
+    roster, _ = _roster(hint=3)
+    assert roster.expected() == 3
+    assert not roster.quorum(set())
+
+
+def test_during_discovery_the_hint_holds_then_only_live_actors_count():
+    roster, clock = _roster(hint=3, timeout_s=2.0)
+    roster.heard("a")
+    assert roster.expected() == 3  # a second ago the others may just be starting
+    assert not roster.quorum({"a"})
+    clock.now += 1.5
+    roster.heard("a")
+    clock.now += 1.0  # discovery over; only "a" ever showed up
+    assert roster.expected() == 1
+    assert roster.quorum({"a"})
+
+
+def test_an_actor_silent_past_the_timeout_is_no_longer_waited_for_and_rejoins():
+    roster, clock = _roster(hint=1, timeout_s=2.0)
+    for actor in ("a", "b", "c"):
+        roster.heard(actor)
+    clock.now += 3.0
+    roster.heard("a")  # b and c went away
+    assert roster.live() == {"a"}
+    assert roster.expected() == 1
+    assert roster.quorum({"a"})
+    roster.heard("b")  # b is back
+    assert roster.expected() == 2
+    assert not roster.quorum({"a"})
+    assert roster.quorum({"a", "b"})
+
+
+def test_a_new_actor_joins_the_quorum_with_its_first_batch():
+    roster, clock = _roster(hint=1, timeout_s=2.0)
+    roster.heard("a")
+    clock.now += 5.0
+    roster.heard("a")
+    roster.heard("new")
+    assert roster.live() == {"a", "new"}
+    assert not roster.quorum({"a"})
+
+
+def test_forget_drops_long_gone_actors_only():
+    roster, clock = _roster(hint=1, timeout_s=2.0)
+    roster.heard("old")
+    clock.now += 100.0
+    roster.heard("young")
+    assert roster.forget(older_than_s=50.0) == ["old"]
+    assert roster.live() == {"young"}
