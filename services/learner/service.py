@@ -126,9 +126,9 @@ def run_learner(settings: LearnerSettings) -> int:
         metrics=LearnerMetrics(),  # exported on --metrics-port
     )
     stop = WarmStop("the current update").install()
-    if resume(loop, ckpt):
-        loop.publish(stop)
-        log.info("published version %d", loop.version)
+    resume(loop, ckpt)
+    loop.publish(stop)
+    log.info("published version %d", loop.version)
     log.info("receiving rollouts on %s", settings.rollout_bind)
     receiver.start()
     receiver.ready.wait()
@@ -167,27 +167,27 @@ def run_learner(settings: LearnerSettings) -> int:
     return 0
 
 
-def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None) -> bool:
-    """Set the loop's state from the checkpoint and Redis; True if the loop's version must
-    be published (Redis does not hold it yet).
+def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None) -> None:
+    """Set the loop's state from the checkpoint and Redis, at a version to publish now.
 
-    Versions only rise, and a version number always names the same weights. Redis may hold
-    versions the checkpoint does not (published after it was written): then the newest of
-    them is adopted as the policy, so a restart never republishes older weights under a
-    newer number. The optimizer moments and counters come from the checkpoint."""
+    Versions only rise and a version never carries older weights than the one before it.
+    Redis may hold versions the checkpoint does not (published after it was written): the
+    newest of them is adopted as the policy (the optimizer moments and counters come from
+    the checkpoint). The newest weights are then published under the next number, because
+    actors that sent their batch to the learner that died wait for a version above the
+    one they hold before they send again."""
     latest = loop.store.latest_version()
     if ckpt is None:
         loop.version = 0 if latest is None else latest + 1
-        return True
+        return
     loop.restore(ckpt)
-    loop.version = int(ckpt["version"])
-    where = loop.s.run_dir
-    if latest is not None and latest > loop.version:
+    version = int(ckpt["version"])
+    if latest is not None and latest > version:
         header, blob = loop.store.fetch(latest, verify=True)
         load_numpy_state(loop.trainer.policy, unpack_tensors(header, blob))
-        log.info("resumed from %s (version %d) with version %d's weights from Redis, "
-                 "newer than the checkpoint", where, loop.version, latest)  # fmt: skip
-        loop.version = latest
-        return False
-    log.info("resumed from %s at version %d", where, loop.version)
-    return latest is None or latest < loop.version
+        log.info("resuming from %s (version %d) with the weights of version %d from Redis, "
+                 "which are newer", loop.s.run_dir, version, latest)  # fmt: skip
+        version = latest
+    loop.version = version + 1
+    log.info("resumed from %s; version %d has the weights of version %d", loop.s.run_dir,
+             loop.version, version)  # fmt: skip

@@ -10,6 +10,7 @@ import torch
 from ppomq.learner.loop import load_checkpoint
 from ppomq.learner.service import resume
 from ppomq.policy import numpy_state
+from ppomq.proto.weights import unpack_tensors
 from ppomq.rundir import RunRecorder
 from ppomq.signals import WarmStop
 
@@ -46,8 +47,8 @@ def test_a_resumed_loop_has_every_counter_the_summary_reports(tmp_path, redis_ur
 
     again = _fresh_loop(tmp_path, redis_url)
     ckpt = load_checkpoint(str(tmp_path))
-    assert resume(again, ckpt) is False  # Redis holds the version
-    assert again.version == loop.version
+    resume(again, ckpt)
+    assert again.version == loop.version + 1
     assert again.env_steps == loop.env_steps
     assert again.trained_samples == loop.trained_samples
     assert again.produced_batches == loop.produced_batches
@@ -75,14 +76,16 @@ def test_a_restart_adopts_weights_published_after_its_checkpoint(tmp_path, redis
     loop.recorder.close()
 
     again = _fresh_loop(tmp_path, redis_url)
-    assert resume(again, load_checkpoint(str(tmp_path))) is False
-    assert again.version == loop.version  # not a new number for old weights
+    resume(again, load_checkpoint(str(tmp_path)))
+    # The newest weights (not the checkpoint's) under the next number: actors waiting for
+    # a version above the one they hold start sending again.
+    assert again.version == loop.version + 1
     for name, arr in numpy_state(again.trainer.policy).items():
         np.testing.assert_array_equal(arr, newest[name])
-    batches_again = again.batches
-    batches_again.put(_sample(runner, inference, "a", again.version, 50))
-    assert again.step(WarmStop())
-    assert again.store.latest_version() == loop.version + 1
+    again.publish()
+    header, blob = again.store.fetch(again.version, verify=True)
+    for name, arr in unpack_tensors(header, blob).items():
+        np.testing.assert_array_equal(arr, newest[name])
 
 
 def test_a_restart_publishes_its_version_when_redis_lost_it(tmp_path, redis_url):
@@ -91,8 +94,8 @@ def test_a_restart_publishes_its_version_when_redis_lost_it(tmp_path, redis_url)
     loop.recorder.close()
     loop.redis.flushall()  # Redis restarted without persistence
     again = _fresh_loop(tmp_path, redis_url)
-    assert resume(again, load_checkpoint(str(tmp_path))) is True
-    assert again.version == loop.version
+    resume(again, load_checkpoint(str(tmp_path)))
+    assert again.version == loop.version + 1
     again.publish()
     header, _ = again.store.fetch(again.version)
     assert header.learner_step == loop.trainer.updates
