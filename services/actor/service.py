@@ -32,6 +32,13 @@ from .weights import WeightsPrefetcher
 
 log = logging.getLogger("ppomq.actor")
 
+# Waits for weights and for room to send run in slices this long, checking for a stop
+# between them: a signal's handler runs during such a wait but cannot end it, and at a
+# run's end (the learner finished, so no weights or room will come) an actor must notice
+# its SIGTERM at once. A stopping actor so gives its last batch one slice to leave.
+STOP_POLL_S = 0.02
+SEND_SLICE_MS = 50
+
 
 def new_actor_id(actor_index: int) -> str:
     """Unique per process incarnation: a restarted actor starts a fresh `seq` sequence."""
@@ -103,7 +110,8 @@ def run_actor(settings: ActorSettings) -> int:
                 log.info("first env step at unix %.6f", time.time())
             batch = runner.sample(policy, policy_version=version, seq=seq)
             frames = encode(batch)
-            while not sender.send(frames, timeout_ms=500):
+            # Short waits, for the same reason: a learner that has finished takes no batch.
+            while not sender.send(frames, timeout_ms=SEND_SLICE_MS):
                 if stop.requested:
                     break  # the learner is not taking batches and we were told to stop
             else:
@@ -134,7 +142,10 @@ def refresh_weights(
     waited_since = time.monotonic()
     warned = False
     while True:
-        got = weights.newest(version, timeout_s=1.0 if must_wait else 0.0)
+        # Short waits: the stop signal's handler runs during the wait but cannot end it,
+        # and an actor waiting for weights that will never come (the learner has finished)
+        # must notice its SIGTERM at once, not a second later.
+        got = weights.newest(version, timeout_s=STOP_POLL_S if must_wait else 0.0)
         if got is not None or not must_wait:
             return got
         if stop.requested:

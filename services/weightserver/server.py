@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -257,6 +258,12 @@ class WeightServer:
         self.counters: Counter[str] = Counter()
         self._ctx = context or zmq.Context.instance()
         self._stop_event = threading.Event()
+        # stop() also writes here, and the serve loop polls it: a stop (often from a signal
+        # handler, which runs while the poll waits but cannot end the wait) then ends the
+        # loop at once instead of at its next tick.
+        self._stop_r, self._stop_w = os.pipe()
+        os.set_blocking(self._stop_r, False)
+        os.set_blocking(self._stop_w, False)
         self._parked: list[_Parked] = []
         self._started = time.monotonic()
         self._router = self._ctx.socket(zmq.ROUTER)
@@ -289,6 +296,8 @@ class WeightServer:
 
     def stop(self) -> None:
         self._stop_event.set()
+        with contextlib.suppress(OSError):  # full (a wake-up is pending) or closed
+            os.write(self._stop_w, b"x")
 
     def serve_forever(self) -> None:
         if not self.follower.is_alive():
@@ -296,6 +305,7 @@ class WeightServer:
         poller = zmq.Poller()
         poller.register(self._router, zmq.POLLIN)
         poller.register(self._wake, zmq.POLLIN)
+        poller.register(self._stop_r, zmq.POLLIN)
         while not self._stop_event.is_set():
             events = dict(poller.poll(self._poll_timeout_ms()))
             if self._wake in events:
@@ -321,6 +331,10 @@ class WeightServer:
             self.follower.join(timeout=5)
         self._router.close()
         self._wake.close()
+        for fd in (self._stop_r, self._stop_w):
+            if fd >= 0:
+                os.close(fd)
+        self._stop_r = self._stop_w = -1  # a second close must not close a reused fd
 
     def stats(self) -> dict[str, Any]:
         return {
