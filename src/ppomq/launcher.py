@@ -32,6 +32,7 @@ from .settings import (
     settings_env,
     settings_snapshot,
 )
+from .timeline import Timeline
 
 STOP_GRACE_S = 20.0
 
@@ -112,6 +113,10 @@ class Launcher:
 
     def start(self) -> None:
         s = self.s
+        # Phase by phase into logs/launcher.log (ppomq.timeline): where start-up and
+        # shutdown spend their time, for `ppomq train` runs that must start like a tool.
+        self.timeline = Timeline(self.run_dir / "logs" / "launcher.log")
+        self.timeline.mark("launcher start")
         if s.redis_url is not None:
             connect_redis(s.redis_url).close()  # one-line error now rather than in a child
         # The server's imports (~2 s) run while Redis starts and the settings are written.
@@ -119,6 +124,7 @@ class Launcher:
         if s.redis_url is None:
             self.redis = EmbeddedRedis()
             redis_url = self.redis.url
+            self.timeline.mark("redis ready")
         else:
             redis_url = s.redis_url
         rollout_port, weights_port = free_port(), free_port()
@@ -167,8 +173,12 @@ class Launcher:
                 Child(f"actor-{i}", ["actor"], _child_env(actor), logs / f"actor-{i}.log")
             )
         self.redis_url = redis_url
-        for child in self.children:
+        for i, child in enumerate(self.children):
             child.start()
+            if i == 0:  # the first fork waits for the server's imports: now it is ready
+                self.timeline.mark("zygote ready")
+        self.timeline.mark("children forked")
+        self.timeline.watch_exit("learner exited", self.learner.proc)
 
     def supervise(self, progress: Any = None) -> int:
         """Watch children until the learner exits; restart crashed actors."""
@@ -199,17 +209,28 @@ class Launcher:
         """Learner first (warm stop: it finishes the update, checkpoints, writes the
         summary), then the actors and the weightserver, then Redis."""
         self.stopping = True
+        timeline: Timeline | None = getattr(self, "timeline", None)
+        mark = timeline.mark if timeline is not None else (lambda _phase: None)
+        mark("stop")
         if self.learner is not None:
             self.learner.terminate()
             self.learner.wait(STOP_GRACE_S + 60)  # the final evaluation runs in the learner
+            mark("learner exited")
         for child in self.children:
             child.terminate()
+            if timeline is not None:  # each exit marked as it happens: who holds the stop up
+                timeline.watch_exit(f"{child.name} exited", child.proc)
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
             child.wait(deadline - time.monotonic())
+        mark("children exited")
         zygote.stop_server()
+        mark("zygote stopped")
         if self.redis is not None:
             self.redis.close()
+            mark("redis stopped")
+        if timeline is not None:
+            timeline.finish(self.run_dir)
 
 
 def _note(text: str) -> None:
