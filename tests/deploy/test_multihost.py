@@ -8,15 +8,18 @@ would. Each host runs its service's own command from docker-compose.yml (the ima
 environment Compose gives it, in Compose's start order: a service starts once the
 services it depends on pass their own compose healthchecks, run inside their hosts.
 
-Passes when the learner has published new versions and has trained on batches from both
-actor hosts, then stops everything: the learner's SIGTERM is a warm stop (exit 0, a
-summary in its run dir). No address outside these namespaces is used, and every
-namespace and /etc/netns entry is removed, whatever happens.
+The first test passes when the learner has published new versions and has trained on
+batches from both actor hosts, then stops everything: the learner's SIGTERM is a warm stop
+(exit 0, a summary in its run dir). The second cuts one actor host off from the learner's
+host for a while and checks that it comes back by itself. No address outside these
+namespaces is used, and every namespace and /etc/netns entry is removed, whatever happens.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
+import itertools
 import json
 import os
 import shutil
@@ -25,7 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -141,6 +144,18 @@ class Lab:
             out = res.stdout + res.stderr
             raise RuntimeError(f"{argv[:3]} on {host}: rc {res.returncode}: {out}")
         return res.stdout
+
+    def cut(self, a: str, b: str) -> None:
+        """Partition hosts `a` and `b` from each other, both ways: packets between them go
+        nowhere (blackhole routes), as on a failed link between two machines. Both keep
+        every other path (an actor cut off from the learner still reaches the
+        weightserver)."""
+        _ip("-n", self.ns(a), "route", "add", "blackhole", f"{self.addr[b]}/32")
+        _ip("-n", self.ns(b), "route", "add", "blackhole", f"{self.addr[a]}/32")
+
+    def heal(self, a: str, b: str) -> None:
+        _ip("-n", self.ns(a), "route", "del", "blackhole", f"{self.addr[b]}/32")
+        _ip("-n", self.ns(b), "route", "del", "blackhole", f"{self.addr[a]}/32")
 
     def log(self, host: str, tail: int = 3000) -> str:
         path = self.root / f"{host}.log"
@@ -263,56 +278,82 @@ def _wait_healthy(lab: Lab, host: Host, timeout_s: float = 90) -> None:
     raise AssertionError(f"{host.name} not healthy in {timeout_s}s: {last}\n{lab.log(host.name)}")
 
 
-def test_compose_topology_trains_across_five_network_hosts(lab: Lab, tmp_path: Path):
-    compose = resolve_compose(COMPOSE_ENV | {"PPOMQ_RUN_ID": f"netns-{lab.tag}"})
-    services = {n: s for n, s in compose["services"].items() if not s.get("profiles")}
-    assert set(HOSTS.values()) == set(services)
-    lab.build(HOSTS)
-    hosts = {name: Host(name, services[svc], tmp_path) for name, svc in HOSTS.items()}
+class Topology:
+    """docker-compose.yml's services started on the lab's hosts, and the run's Redis keys
+    read on the Redis host as the weightserver's (read-only) user."""
 
-    # Compose's order: a service starts when what it depends on is healthy.
-    healthy: set[str] = set()
-    for service in _start_order(services):
-        conditions = services[service].get("depends_on", {})
-        for dep, cond in conditions.items():
-            assert cond["condition"] == "service_healthy", (service, dep)
+    def __init__(self, lab: Lab, root: Path, env: dict[str, str]) -> None:
+        compose = resolve_compose(COMPOSE_ENV | {"PPOMQ_RUN_ID": f"netns-{lab.tag}"} | env)
+        self.services = {n: s for n, s in compose["services"].items() if not s.get("profiles")}
+        assert set(HOSTS.values()) == set(self.services)
+        self.lab = lab
+        lab.build(HOSTS)
+        self.hosts = {name: Host(name, self.services[svc], root) for name, svc in HOSTS.items()}
+        self.run_id = self.services["learner"]["environment"]["PPOMQ_RUN_ID"]
+        redis = self.hosts["redis"]
+        self._cli = [
+            "redis-cli", "--no-auth-warning", "--user", "ppomq-reader",
+            "--pass", redis.env["REDIS_READER_PASSWORD"],
+        ]  # fmt: skip
+
+    def start(self) -> None:
+        """Compose's order: a service starts when what it depends on is healthy."""
+        lab, hosts = self.lab, self.hosts
+        healthy: set[str] = set()
+        for service in _start_order(self.services):
+            conditions = self.services[service].get("depends_on", {})
+            for dep, cond in conditions.items():
+                assert cond["condition"] == "service_healthy", (service, dep)
+                for host in hosts.values():
+                    if HOSTS[host.name] == dep and host.name not in healthy:
+                        _wait_healthy(lab, host)
+                        healthy.add(host.name)
             for host in hosts.values():
-                if HOSTS[host.name] == dep and host.name not in healthy:
-                    _wait_healthy(lab, host)
-                    healthy.add(host.name)
-        for host in hosts.values():
-            if HOSTS[host.name] == service:
-                lab.start(host.name, host.argv, host.env, cwd=host.workdir)
+                if HOSTS[host.name] == service:
+                    lab.start(host.name, host.argv, host.env, cwd=host.workdir)
 
-    # Read the run's state from Redis, on the Redis host, as the weightserver's user.
-    redis = hosts["redis"]
-    run_id = services["learner"]["environment"]["PPOMQ_RUN_ID"]
-    cli = [
-        "redis-cli",
-        "--no-auth-warning",
-        "--user",
-        "ppomq-reader",
-        "--pass",
-        redis.env["REDIS_READER_PASSWORD"],
-    ]
+    def redis_get(self, *args: str) -> str:
+        return self.lab.run("redis", [*self._cli, *args], self.hosts["redis"].env).strip()
 
-    def redis_get(*args: str) -> str:
-        return lab.run("redis", [*cli, *args], redis.env).strip()
+    def latest(self) -> int | None:
+        latest = self.redis_get("GET", f"ppomq:{self.run_id}:latest")
+        return int(latest) if latest.isdigit() else None
 
+    def stats(self) -> dict:
+        raw = self.redis_get("GET", f"ppomq:{self.run_id}:stats")
+        return json.loads(raw) if raw else {}
+
+    def actor_entries(self) -> dict[str, dict]:
+        """The learner's `actors` hash: actor id -> last_seen, policy_version, age, ..."""
+        flat = self.redis_get("HGETALL", f"ppomq:{self.run_id}:actors").splitlines()
+        return {k: json.loads(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
+
+    def actor_host(self, actor_id: str) -> str | None:
+        """Actor ids are a{index}-{pid}-{hex}; the pid tells which host sent the batches."""
+        pids = {str(self.lab.procs[h].pid): h for h in HOSTS if HOSTS[h] == "actor"}
+        return pids.get(actor_id.split("-")[1])
+
+    def run_dir(self) -> Path:
+        return Path(self.hosts["learner"].env["PPOMQ_RUN_DIR"])
+
+    def logs(self, tail: int = 1500) -> str:
+        return "\n".join(f"--- {h}\n{self.lab.log(h, tail)}" for h in HOSTS)
+
+
+def test_compose_topology_trains_across_five_network_hosts(lab: Lab, tmp_path: Path):
+    top = Topology(lab, tmp_path, {})
+    top.start()
     first = None
-    actor_pids = {str(lab.procs[h].pid): h for h in HOSTS if HOSTS[h] == "actor"}
     deadline = time.monotonic() + DEADLINE_S
     while True:
         lab.check_alive()
-        latest = redis_get("GET", f"ppomq:{run_id}:latest")
-        version = int(latest) if latest.isdigit() else None
+        version = top.latest()
         if first is None and version is not None:
             first = version
-        ids = [i for i in redis_get("HKEYS", f"ppomq:{run_id}:actors").splitlines() if i]
-        # Actor ids are a{index}-{pid}-{hex}; the pid tells which host sent the batches.
-        hosts_seen = {actor_pids.get(i.split("-")[1]) for i in ids} - {None}
-        stats = redis_get("GET", f"ppomq:{run_id}:stats")
-        accepted = json.loads(stats)["batches_accepted"] if stats else 0
+        ids = list(top.actor_entries())
+        hosts_seen = {top.actor_host(i) for i in ids} - {None}
+        stats = top.stats()
+        accepted = stats.get("batches_accepted", 0)
         if (
             first is not None
             and version is not None
@@ -323,12 +364,12 @@ def test_compose_topology_trains_across_five_network_hosts(lab: Lab, tmp_path: P
             break
         if time.monotonic() > deadline:
             raise AssertionError(
-                f"after {DEADLINE_S}s: versions {first}->{version}, actor ids {ids} "
-                f"(actor pids {actor_pids}), stats {stats}\n"
-                + "\n".join(f"--- {h}\n{lab.log(h, 1500)}" for h in HOSTS)
+                f"after {DEADLINE_S}s: versions {first}->{version}, actor ids {ids}, "
+                f"stats {stats}\n" + top.logs()
             )
         time.sleep(2)
 
+    hosts = top.hosts
     # The weightservers serve what the learner published (the compose healthcheck's ping).
     assert "holds version" in lab.run(
         "weightserver", hosts["weightserver"].healthcheck_argv(), hosts["weightserver"].env
@@ -337,9 +378,98 @@ def test_compose_topology_trains_across_five_network_hosts(lab: Lab, tmp_path: P
     for host in ("actor-1", "actor-2"):
         assert lab.stop(host, timeout=30) == 0, lab.log(host)
     assert lab.stop("learner", timeout=120) == 0, lab.log("learner")
-    run_dir = Path(hosts["learner"].env["PPOMQ_RUN_DIR"])
+    run_dir = top.run_dir()
     assert run_dir.is_relative_to(tmp_path)  # the `runs` volume, mapped
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["versions"] >= first + VERSIONS_NEEDED
     assert summary["batches_accepted"] >= accepted
     assert (run_dir / "checkpoints" / "ckpt.pt").exists()
+
+
+PARTITION_S = 10.0
+
+
+def _poll(lab: Lab, top: Topology, predicate: Callable[[], bool], timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        lab.check_alive()
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"timed out after {timeout_s} s waiting for {what}; stats {top.stats()}, "
+                f"actors {top.actor_entries()}\n" + top.logs()
+            )
+        time.sleep(0.5)
+
+
+def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rejected(
+    lab: Lab, tmp_path: Path
+):
+    # One batch per live actor per update (not a fixed sample count): with actor-1 cut off
+    # the learner goes on at full speed on actor-2's batches, so versions race ahead of
+    # the batch actor-1 holds.
+    top = Topology(lab, tmp_path, {"PPOMQ_BATCH_SAMPLES": "0"})
+    top.start()
+    max_staleness = int(top.services["learner"]["environment"]["PPOMQ_MAX_STALENESS"])
+    heartbeat_s = 5.0  # the transport's default heartbeat timeout: when a dead link is noticed
+
+    def ids_by_host() -> dict[str, str]:
+        return {h: i for i in top.actor_entries() if (h := top.actor_host(i)) is not None}
+
+    _poll(lab, top, lambda: len(ids_by_host()) == 2 and (top.latest() or 0) >= 3,
+          DEADLINE_S, "both actor hosts training")  # fmt: skip
+    cut_id = ids_by_host()["actor-1"]
+
+    v_cut = top.latest()
+    assert v_cut is not None
+    lab.cut("actor-1", "learner")
+    cut_at = time.monotonic()
+    time.sleep(heartbeat_s + 1)
+    # By now both ends have dropped the dead connection; actor-1 sends nothing more and
+    # holds a batch of a version at most this one.
+    v_dropped = top.latest()
+    assert v_dropped is not None
+    while time.monotonic() - cut_at < PARTITION_S:
+        lab.check_alive()
+        time.sleep(0.5)
+    v_heal = top.latest()
+    stats_heal = top.stats()
+    stale_heal = stats_heal["rejects"].get("stale", 0)
+    batches_heal = top.actor_entries()[cut_id]["batches"]
+    lab.heal("actor-1", "learner")
+    healed_unix, healed_at = time.time(), time.monotonic()
+    # The learner trained on actor-2 meanwhile, far enough that actor-1's held batch is
+    # too old to train on when it arrives.
+    assert v_heal is not None and v_heal - v_dropped > max_staleness, (v_dropped, v_heal)
+
+    def cut_actor_admitted_again() -> bool:
+        e = top.actor_entries()[cut_id]  # the same id: the same process, not restarted
+        return (
+            e["batches"] > batches_heal
+            and e["last_seen"] > healed_unix
+            and 0 <= e["age"] <= max_staleness  # the batch passed the staleness gate
+        )
+
+    _poll(lab, top, cut_actor_admitted_again, 90, "actor-1's batches admitted again")
+    back_s = time.monotonic() - healed_at
+    # The batch actor-1 held through the cut arrived and was rejected as stale.
+    stale_after = top.stats()["rejects"].get("stale", 0)
+    assert stale_after > stale_heal, (stale_heal, stale_after)
+
+    for host in ("actor-1", "actor-2"):
+        assert lab.stop(host, timeout=30) == 0, lab.log(host)
+    assert lab.stop("learner", timeout=120) == 0, lab.log("learner")
+    summary = json.loads((top.run_dir() / "summary.json").read_text())
+    # Nothing older than the gate allows was trained on.
+    assert summary["policy_age_histogram"], summary
+    assert max(int(age) for age in summary["policy_age_histogram"]) <= max_staleness
+    rows = list(csv.DictReader((top.run_dir() / "progress.csv").open()))
+    walls = [(int(r["version"]), float(r["wall_s"])) for r in rows]
+    gaps = [(b[1] - a[1], b[0]) for a, b in itertools.pairwise(walls) if a[0] >= v_cut]
+    gap, at = max(gaps)
+    print(
+        f"\nRELIABILITY partition: actor-1 cut off from the learner for {PARTITION_S:.0f} s; "
+        f"learner went v{v_cut} (cut) -> v{v_dropped} (+{heartbeat_s + 1:.0f} s) -> v{v_heal} on "
+        f"actor-2 meanwhile; longest gap between updates around it {gap:.2f} s (before "
+        f"v{at}); actor-1 admitted again {back_s:.1f} s after the heal; stale rejects "
+        f"{stale_heal} -> {stale_after}"
+    )
