@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -54,12 +55,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not getattr(args, "func", None):
             parser.print_help()
             return 2
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        # A reader that went away shows up here, where it can be caught, rather than in
+        # the interpreter's final flush.
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _stdout_closed()
     except UserError as exc:
         print(f"ppomq: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_closed() -> int:
+    """Whoever read our stdout stopped (`ppomq weights list | head -1`): end quietly, as a C
+    tool killed by SIGPIPE does (status 128 + 13). Pointing stdout at /dev/null keeps the
+    interpreter's flush at exit from raising the same error again (Python's own recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13
 
 
 if __name__ == "__main__":
