@@ -22,12 +22,13 @@ import torch
 
 from ppomq.envs import rollout_spec_for
 from ppomq.errors import UsageError
-from ppomq.metrics import LearnerMetrics, start_metrics_server
+from ppomq.metrics import LearnerMetrics
 from ppomq.policy import ActorCritic, load_numpy_state, model_spec_for
 from ppomq.proto import RolloutBatch
 from ppomq.proto.weights import unpack_tensors
 from ppomq.redis_util import connect_redis
 from ppomq.rundir import RunRecorder
+from ppomq.service_shell import service_shell
 from ppomq.settings import LearnerSettings, settings_snapshot
 from ppomq.signals import FastStop, WarmStop
 from ppomq.transport import RolloutReceiver
@@ -63,6 +64,13 @@ def _check_port_free(endpoint: str) -> None:
 def run_learner(settings: LearnerSettings) -> int:
     if not settings.run_dir:
         settings = settings.model_copy(update={"run_dir": f"runs/{settings.run_id}"})
+    with service_shell(
+        "learner", metrics_port=settings.metrics_port, unit_of_work="the current update"
+    ) as stop:
+        return _serve(settings, stop)
+
+
+def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
     torch.set_num_threads(1)
     torch.manual_seed(settings.seed)
     np.random.seed(settings.seed)
@@ -73,10 +81,6 @@ def run_learner(settings: LearnerSettings) -> int:
         max_bytes=settings.max_message_bytes,
     )
     _check_port_free(settings.rollout_bind)
-    try:
-        start_metrics_server(settings.metrics_port)
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
     redis = connect_redis(settings.redis_url)
     store = WeightStore(redis, settings.run_id, keep_versions=settings.keep_versions)
 
@@ -125,7 +129,6 @@ def run_learner(settings: LearnerSettings) -> int:
         version=0,
         metrics=LearnerMetrics(),  # exported on --metrics-port
     )
-    stop = WarmStop("the current update").install()
     resume(loop, ckpt)
     loop.publish(stop)
     log.info("published version %d", loop.version)

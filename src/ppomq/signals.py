@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -29,10 +29,15 @@ class FastStop(BaseException):
 class WarmStop:
     """Install with `install()`; poll `requested`; `fast` tells a FastStop happened."""
 
-    def __init__(self, what: str = "the current unit of work") -> None:
+    def __init__(
+        self, what: str = "the current unit of work", on_request: Callable[[], None] | None = None
+    ) -> None:
         self.requested = False
         self.fast = False
         self.what = what
+        # For a service whose loop blocks on something other than this flag (a server's
+        # poll loop): called on the first signal to wake it up.
+        self.on_request = on_request
         self._shielded = 0
 
     def install(self) -> WarmStop:
@@ -45,6 +50,8 @@ class WarmStop:
         if not self.requested:
             self.requested = True
             log.info("%s received: finishing %s", name, self.what)
+            if self.on_request is not None:
+                self.on_request()
             return
         if self.fast:
             log.info("%s received: already stopping fast", name)
