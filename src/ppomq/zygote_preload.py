@@ -31,7 +31,9 @@ die_with_parent(signal.SIGKILL)
 if os.getppid() != _launcher:
     os._exit(0)
 os.setsid()  # out of the terminal's process group: Ctrl-C and group signals miss us
-set_process_title("ppomq-zygote")
+# Named for ps and the benchmarks (which tell the server by "multiprocessing.forkserver"):
+# forked from the launcher, it would otherwise show the launcher's command line.
+set_process_title("ppomq-zygote", f"{sys.executable} (ppomq zygote: multiprocessing.forkserver)")
 
 
 def _exit_without_teardown(server: int = os.getpid()) -> None:
