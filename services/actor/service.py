@@ -98,7 +98,10 @@ def run_actor(settings: ActorSettings) -> int:
         while not stop.requested:
             must_exceed = version if limit and sent_at_version >= limit else -1
             try:
-                got = refresh_weights(weights, version, stop, need_new=version <= must_exceed)
+                got = refresh_weights(
+                    weights, version, stop, need_new=version <= must_exceed,
+                    resend_after_s=s.resend_after_s,
+                )  # fmt: skip
             except Stopped:
                 break
             if got is not None:
@@ -133,10 +136,17 @@ def run_actor(settings: ActorSettings) -> int:
 
 
 def refresh_weights(
-    weights: WeightsPrefetcher, version: int, stop: WarmStop, *, need_new: bool
+    weights: WeightsPrefetcher,
+    version: int,
+    stop: WarmStop,
+    *,
+    need_new: bool,
+    resend_after_s: float | None = None,
 ) -> tuple[int, InferencePolicy] | None:
     """The newest loaded (version, policy) if newer than `version`, else None at once;
     blocks until there is a newer one when we hold none (`version` -1) or `need_new`.
+    A `need_new` wait ends with None after `resend_after_s`: the learner may have lost our
+    last batch (it restarted, or the network dropped it) and be waiting for one.
     Raises `Stopped` when asked to stop while waiting."""
     must_wait = need_new or version < 0
     waited_since = time.monotonic()
@@ -150,6 +160,11 @@ def refresh_weights(
             return got
         if stop.requested:
             raise Stopped
-        if not warned and time.monotonic() - waited_since > 10:
+        waited = time.monotonic() - waited_since
+        if version >= 0 and resend_after_s is not None and waited > resend_after_s:
+            log.info("no version newer than v%d for %.0f s: sending another batch with it",
+                     version, waited)  # fmt: skip
+            return None
+        if not warned and waited > 10:
             warned = True
             log.warning("still waiting for weights newer than v%d from the weightserver", version)

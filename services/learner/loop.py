@@ -288,7 +288,8 @@ class LearnerLoop:
             "updated_at": time.time(),
         }
         try:
-            pipe = self.redis.pipeline(transaction=False)
+            # One transaction: `ppomq status` never reads the actors between DEL and HSET.
+            pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.stats, json.dumps(status))
             self.roster.forget(STATUS_FORGET_S)  # bounded however many actors came and went
             now = time.time()

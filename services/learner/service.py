@@ -180,13 +180,22 @@ def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None) -> None:
     actors that sent their batch to the learner that died wait for a version above the
     one they hold before they send again."""
     latest = loop.store.latest_version()
-    if ckpt is None:
-        loop.version = 0 if latest is None else latest + 1
+    if ckpt is None and latest is None:
+        loop.version = 0
         return
-    loop.restore(ckpt)
-    version = int(ckpt["version"])
+    version = -1
+    if ckpt is not None:
+        loop.restore(ckpt)
+        version = int(ckpt["version"])
     if latest is not None and latest > version:
+        # Redis is ahead of the checkpoint, or there is none (killed before its first, or
+        # a new run dir for the same run id): the run goes on from its newest weights.
         header, blob = loop.store.fetch(latest, verify=True)
+        if header.model != loop.trainer.policy.spec:
+            raise UsageError(
+                f"run {loop.s.run_id!r} in Redis holds another model ({header.model}); "
+                "pass the same model settings or another --run-id"
+            )
         load_numpy_state(loop.trainer.policy, unpack_tensors(header, blob))
         log.info("resuming from %s (version %d) with the weights of version %d from Redis, "
                  "which are newer", loop.s.run_dir, version, latest)  # fmt: skip

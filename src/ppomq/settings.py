@@ -217,6 +217,13 @@ class ActorLoopSettings(_Group):
         description="Batches an actor sends per policy version before it waits for a newer "
         "one (flow control: bounds staleness and waste); 0: never wait. Sync mode uses 1.",
     )
+    resend_after_s: float = Field(
+        5.0,
+        gt=0,
+        description="An actor that has waited this long for a newer version sends another "
+        "batch with the one it holds: a learner that lost its batches (a restart, a network "
+        "cut) would otherwise wait for them forever.",
+    )
 
 
 class ActorSettings(CommonSettings, EnvSettings, TransportSettings, ActorLoopSettings):

@@ -120,3 +120,14 @@ def test_resume_cuts_run_dir_rows_written_after_the_checkpoint(tmp_path):
     assert [row.split(",")[0] for row in progress] == ["version", "1", "2"]
     assert json.loads(json.dumps(state))["episodes"] == 1
     assert torch.tensor(list(again.window)).tolist() == [10.0, 30.0]
+
+
+def test_a_learner_without_a_checkpoint_goes_on_from_the_runs_newest_weights(tmp_path, redis_url):
+    loop, *_ = _trained_loop(tmp_path / "first", redis_url)
+    newest = numpy_state(loop.trainer.policy)
+    loop.recorder.close()
+    again = _fresh_loop(tmp_path / "second", redis_url)  # a new run dir: no checkpoint
+    resume(again, None)
+    assert again.version == loop.version + 1
+    for name, arr in numpy_state(again.trainer.policy).items():
+        np.testing.assert_array_equal(arr, newest[name])
