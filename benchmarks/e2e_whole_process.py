@@ -1,0 +1,227 @@
+"""Whole-process time to solve CartPole-v1: `ppomq train` against Stable-Baselines3 (zoo).
+
+    .venv/bin/python -m benchmarks.e2e_whole_process [--seeds 7] [--lock /tmp/ppomq-bench.lock]
+        [--contender ppomq-async-2] [--out benchmarks/results]
+
+Issue 11: a user waits from the command's start until the prompt is back, so this times
+exactly that for both (benchmarks/e2e.py's `run_one`: the command as a user starts it, the
+clock from just before the fork to its exit): `ppomq train --target-return 475
+--eval-episodes 0` and SB3's zoo runner, each stopping once the mean of the last 20
+episodes reaches 475. Runs come in pairs on the same seed, the pair's order alternating
+(ppomq first on even seeds, SB3 first on odd ones) so that a drift in the machine's load
+hits both alike; the figure is the median of the per-pair ratios ppomq / SB3. For ppomq
+the launcher's phase timeline (logs/launcher.log, ppomq.timeline) splits its time into
+start-up (command to first env step), training, and shutdown (last update to exit).
+
+Writes e2e_whole_process.json and .md to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.e2e import CONTENDERS, RESULTS, RunRecord, _Lock, availability, run_one
+from ppomq.timeline import read_timeline
+
+BASELINE = "sb3"
+GOAL_RATIO = 0.5  # issue 11: whole-process time at most half of SB3's
+GOAL_OVERHEAD_S = 2.0  # issue 11: start-up + shutdown under 2 s
+
+
+def _med(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(statistics.median(vals), 3) if vals else None
+
+
+def _range(values: list[float | None]) -> str:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return "–"
+    return f"{statistics.median(vals):.2f} ({min(vals):.2f}–{max(vals):.2f})"
+
+
+def measure_pair(
+    name: str, seed: int, *, target: float, workdir: Path, lock: str | None
+) -> dict[str, Any]:
+    """One ppomq run and one SB3 run on `seed`, in alternating order, each under the lock."""
+    order = [name, BASELINE] if seed % 2 == 0 else [BASELINE, name]
+    recs: dict[str, RunRecord] = {}
+    timeline: dict[str, Any] | None = None
+    for who in order:
+        c = CONTENDERS[who]
+        with _Lock(lock):
+            rec = run_one(c, seed, cap=c.cap, target=target, workdir=workdir, rllib_python=None)
+        recs[who] = rec
+        if c.kind == "ppomq":
+            timeline = read_timeline(workdir / f"{who}-s{seed}")
+    a, b = recs[name], recs[BASELINE]
+    ok = a.ok and b.ok and a.solved and b.solved
+    return {
+        "seed": seed,
+        "order": order,
+        "ok": ok,
+        "errors": {k: r.error for k, r in recs.items() if r.error},
+        "ratio": round(a.command_s / b.command_s, 3)
+        if ok and a.command_s and b.command_s
+        else None,
+        "runs": {
+            who: {
+                "command_s": r.command_s,
+                "solved": r.solved,
+                "steps_to_target": r.steps_to_target,
+                "startup_s": r.startup_s,
+                "wall_from_first_step_s": r.wall_from_first_step_s,
+                "load1_before": r.load1_before,
+                "foreign_cpu_cores": r.foreign_cpu_cores,
+                "command": r.detail.get("command"),
+            }
+            for who, r in recs.items()
+        },
+        "ppomq_timeline": timeline,
+    }
+
+
+def summarise(pairs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    ok = [p for p in pairs if p["ok"]]
+    tl = [p["ppomq_timeline"] or {} for p in ok]
+    a = [p["runs"][name]["command_s"] for p in ok]
+    b = [p["runs"][BASELINE]["command_s"] for p in ok]
+    med_a, med_b = _med(a), _med(b)
+    return {
+        "pairs": len(pairs),
+        "ok_pairs": len(ok),
+        "median_pair_ratio": _med([p["ratio"] for p in ok]),
+        "ratio_of_medians": round(med_a / med_b, 3) if med_a and med_b else None,
+        "command_s": {name: med_a, BASELINE: med_b},
+        "ppomq_startup_s": _med([t.get("startup_s") for t in tl]),
+        "ppomq_shutdown_s": _med([t.get("shutdown_s") for t in tl]),
+        "ppomq_overhead_s": _med([t.get("overhead_s") for t in tl]),
+        "ppomq_phases_median_s": {
+            k: _med([t.get(k) for t in tl])
+            for k in (tl[0] if tl else {})
+            if k not in ("startup_s", "shutdown_s", "overhead_s")
+        },
+    }
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    s, name = doc["summary"], doc["contender"]
+    ok = [p for p in doc["pairs"] if p["ok"]]
+    lines = [
+        "# Whole-process time to solve CartPole-v1: ppomq against SB3 (zoo)",
+        "",
+        f"`{doc['command']}` on {doc['machine']['cpus']} CPUs ({doc['machine']['platform']}, "
+        f"Python {doc['machine']['python']}), {doc['started_at']}. "
+        f"1-min load average before the runs: {doc['load1_before_runs']}, after: "
+        f"{doc['load1_after_runs']}; each run held the shared bench lock "
+        f"({doc['lock']}), but other users' processes may still have run.",
+        "",
+        f"Each pair runs `{CONTENDERS[name].label}` and SB3 on one seed, order alternating; "
+        "time from the command's start to its exit, both stopping once the mean of the last "
+        f"20 episodes reaches {doc['target']:g}. ppomq's command: "
+        f"`{(ok[0]['runs'][name]['command'] if ok else '')}`.",
+        "",
+        f"**Median per-pair ratio ppomq / SB3: {s['median_pair_ratio']}x** "
+        f"(goal <= {GOAL_RATIO}); ratio of the medians {s['ratio_of_medians']}x; "
+        f"{s['ok_pairs']}/{s['pairs']} pairs solved by both.",
+        "",
+        f"ppomq overhead (command start to first env step, plus last update to exit), "
+        f"median: **{s['ppomq_overhead_s']} s** (start-up {s['ppomq_startup_s']} s, "
+        f"shutdown {s['ppomq_shutdown_s']} s; goal < {GOAL_OVERHEAD_S} s).",
+        "",
+        "| seed | order | ppomq (s) | SB3 (s) | ratio | ppomq steps | SB3 steps | "
+        "ppomq start-up / shutdown (s) | load before (ppomq, SB3) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in doc["pairs"]:
+        ra, rb, t = p["runs"][name], p["runs"][BASELINE], p["ppomq_timeline"] or {}
+        lines.append(
+            f"| {p['seed']} | {' then '.join('ppomq' if o == name else 'SB3' for o in p['order'])}"
+            f" | {ra['command_s']} | {rb['command_s']} | {p['ratio']} | "
+            f"{ra['steps_to_target']} | {rb['steps_to_target']} | "
+            f"{t.get('startup_s')} / {t.get('shutdown_s')} | "
+            f"{ra['load1_before']}, {rb['load1_before']} |"
+        )
+    lines += [
+        "",
+        f"Over the {len(ok)} pairs, median (min–max): ppomq "
+        f"{_range([p['runs'][name]['command_s'] for p in ok])} s, SB3 "
+        f"{_range([p['runs'][BASELINE]['command_s'] for p in ok])} s.",
+        "",
+        "ppomq phases, median seconds from the command's start (logs/launcher.log):",
+        "",
+        "| phase | s |",
+        "|---|---|",
+    ]
+    lines += [f"| {k} | {v} |" for k, v in s["ppomq_phases_median_s"].items()]
+    failed = [p for p in doc["pairs"] if not p["ok"]]
+    if failed:
+        lines += ["", "Pairs left out (a run failed or did not solve):", ""]
+        lines += [f"- seed {p['seed']}: {p['errors'] or 'not solved'}" for p in failed]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, default=7, help="pairs, on seeds 0..N-1")
+    parser.add_argument("--contender", default="ppomq-async-2", help="the ppomq contender")
+    parser.add_argument("--target", type=float, default=475.0)
+    parser.add_argument("--lock", default=None, help="flock this file around each run")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    for who in (args.contender, BASELINE):
+        why = availability(CONTENDERS[who], None)
+        if why:
+            parser.error(f"{who}: {why}")
+    workdir = Path(tempfile.mkdtemp(prefix="ppomq-whole-"))
+    started_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load1 = round(os.getloadavg()[0], 2)
+    pairs = []
+    for seed in range(args.seeds):
+        pair = measure_pair(args.contender, seed, target=args.target, workdir=workdir,
+                            lock=args.lock)  # fmt: skip
+        pairs.append(pair)
+        r = pair["runs"]
+        print(f"seed {seed}: ppomq {r[args.contender]['command_s']} s, "
+              f"SB3 {r[BASELINE]['command_s']} s, ratio {pair['ratio']}", flush=True)  # fmt: skip
+    doc = {
+        "benchmark": "e2e-whole-process",
+        "command": "python -m benchmarks.e2e_whole_process "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "started_at": started_at,
+        "contender": args.contender,
+        "target": args.target,
+        "lock": args.lock,
+        "load1_before_runs": load1,
+        "load1_after_runs": round(os.getloadavg()[0], 2),
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "goals": {"ratio_max": GOAL_RATIO, "overhead_s_max": GOAL_OVERHEAD_S},
+        "summary": summarise(pairs, args.contender),
+        "pairs": pairs,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "e2e_whole_process.json").write_text(json.dumps(doc, indent=2) + "\n")
+    md = render_markdown(doc)
+    (args.out / "e2e_whole_process.md").write_text(md)
+    print(md)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0 if doc["summary"]["ok_pairs"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
