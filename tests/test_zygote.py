@@ -114,7 +114,7 @@ def test_children_are_forked_from_the_preloaded_server_and_die_with_a_killed_lau
         assert not _running(server), "the fork server outlived the launcher"
         assert not _running(child), "the child outlived the launcher"
         # It stopped through its SIGTERM handler (the death signal), not by a kill.
-        assert "received SIGTERM, stopping" in log.read_text()
+        assert "weightserver stopped (warm stop)" in log.read_text()
     finally:
         if driver.poll() is None:
             driver.kill()
@@ -134,7 +134,7 @@ def test_a_sigkilled_child_is_restarted_from_the_server_and_sigterm_stops_it_cle
     text = log.read_text()  # both incarnations append to the one log
     assert text.count("forked from ppomq zygote pid") == 2
     assert text.count("(torch preloaded: True)") == 2
-    assert "received SIGTERM, stopping" in text
+    assert "weightserver stopped (warm stop)" in text
 
 
 def test_the_launcher_itself_does_not_import_torch():

@@ -18,10 +18,10 @@ import zlib
 import torch
 
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-from ppomq.errors import UsageError
-from ppomq.metrics import ActorMetrics, start_metrics_server
+from ppomq.metrics import ActorMetrics
 from ppomq.policy import InferencePolicy
 from ppomq.proto import encode
+from ppomq.service_shell import service_shell
 from ppomq.settings import ActorSettings
 from ppomq.signals import WarmStop
 from ppomq.transport import RolloutSender
@@ -58,16 +58,18 @@ def actor_index_of(settings: ActorSettings) -> int:
 
 
 def run_actor(settings: ActorSettings) -> int:
+    with service_shell(
+        "actor", metrics_port=settings.metrics_port, unit_of_work="the current rollout"
+    ) as stop:
+        return _act(settings, stop)
+
+
+def _act(settings: ActorSettings, stop: WarmStop) -> int:
     torch.set_num_threads(1)  # many actors share the cores; one thread each is fastest
     s = settings
     index = actor_index_of(s)
-    try:
-        start_metrics_server(s.metrics_port)
-    except OSError as exc:
-        raise UsageError(str(exc)) from None
     metrics = ActorMetrics()
     torch.manual_seed(env_seed(s.seed, index, 1 << 20))
-    stop = WarmStop("the current rollout").install()
     spec = rollout_spec_for(
         s.env_id, run_id=s.run_id, num_steps=s.num_steps, max_bytes=s.max_message_bytes
     )

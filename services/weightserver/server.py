@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
 import threading
 import time
 from collections import Counter
@@ -33,6 +32,7 @@ from ppomq.proto import weights_rpc as protocol
 from ppomq.proto.errors import DecodeError, Reason
 from ppomq.proto.weights import WeightsHeader, decode_weights
 from ppomq.redis_util import REDIS_FAILURES, describe_redis_error, make_redis, redact_url
+from ppomq.service_shell import service_shell
 
 from .keys import RunKeys
 from .store import VersionNotFoundError, WeightStore
@@ -46,6 +46,10 @@ BACKOFF_MIN_S = 0.1
 BACKOFF_MAX_S = 5.0
 # How often the serve loop and the follower look at the stop flag (bounds shutdown time).
 TICK_S = 0.1
+# The follower's, shorter: nothing can wake its wait on Redis and close() joins it, so this
+# bounds how long a stopping weightserver takes (the end of every `ppomq train` waits for
+# it). Measured on an idle weightserver: 0.3 % of a core at 0.1 s, 0.4 % at 0.05 s.
+FOLLOW_TICK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +134,7 @@ class VersionFollower(threading.Thread):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
-            msg = pubsub.get_message(timeout=min(TICK_S, remaining))
+            msg = pubsub.get_message(timeout=min(FOLLOW_TICK_S, remaining))
             if msg is not None and msg.get("type") == "message":
                 return
 
@@ -442,12 +446,10 @@ def _drain(sock: zmq.Socket) -> None:
             return
 
 
-def _serve_metrics(server: WeightServer, port: int) -> None:
-    """Prometheus /metrics on `port`, read from the server's counters at scrape time."""
+def _register_metrics(server: WeightServer) -> None:
+    """Export the server's counters on /metrics, read at scrape time."""
     from prometheus_client import REGISTRY
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-    from ppomq.metrics import start_metrics_server
 
     class _Collector:
         def collect(self) -> Any:
@@ -467,10 +469,6 @@ def _serve_metrics(server: WeightServer, port: int) -> None:
             yield replies
 
     REGISTRY.register(_Collector())
-    try:
-        start_metrics_server(port)
-    except OSError as exc:
-        raise UserError(str(exc.strerror or exc)) from None
 
 
 def main(settings: WeightserverSettings) -> int:
@@ -486,25 +484,23 @@ def main(settings: WeightserverSettings) -> int:
     except zmq.ZMQError as exc:
         raise UserError(f"cannot bind --bind {settings.bind}: {exc}") from None
 
-    def _on_signal(signum: int, _frame: Any) -> None:
-        log.info("received %s, stopping", signal.Signals(signum).name)
-        server.stop()
-
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
     if settings.metrics_port:
-        _serve_metrics(server, settings.metrics_port)
-    log.info(
-        "weightserver for run %r listening on %s (Redis %s)",
-        settings.run_id,
-        server.endpoint,
-        redact_url(settings.redis_url),
-    )
-    try:
-        server.serve_forever()
-    finally:
-        server.close()
-    log.info("stopped")
+        _register_metrics(server)
+    # The serve loop polls its own stop event: the first signal sets it (server.stop).
+    with service_shell(
+        "weightserver", metrics_port=settings.metrics_port, unit_of_work="the current reply",
+        on_stop=server.stop,
+    ):  # fmt: skip
+        log.info(
+            "weightserver for run %r listening on %s (Redis %s)",
+            settings.run_id,
+            server.endpoint,
+            redact_url(settings.redis_url),
+        )
+        try:
+            server.serve_forever()
+        finally:
+            server.close()
     return 0
 
 
