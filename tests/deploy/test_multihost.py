@@ -11,7 +11,8 @@ services it depends on pass their own compose healthchecks, run inside their hos
 The first test passes when the learner has published new versions and has trained on
 batches from both actor hosts, then stops everything: the learner's SIGTERM is a warm stop
 (exit 0, a summary in its run dir). The second cuts one actor host off from the learner's
-host for a while and checks that it comes back by itself. No address outside these
+host for a while and checks that it comes back by itself; the third cuts both actor hosts
+off from it at once and checks that training resumes by itself. No address outside these
 namespaces is used, and every namespace and /etc/netns entry is removed, whatever happens.
 """
 
@@ -401,6 +402,38 @@ def _poll(lab: Lab, top: Topology, predicate: Callable[[], bool], timeout_s: flo
         time.sleep(0.5)
 
 
+def _ids_by_host(top: Topology) -> dict[str, str]:
+    """Actor host -> the id its process registered with the learner."""
+    return {h: i for i in top.actor_entries() if (h := top.actor_host(i)) is not None}
+
+
+def _until_both_actor_hosts_train(lab: Lab, top: Topology) -> dict[str, str]:
+    _poll(lab, top, lambda: len(_ids_by_host(top)) == 2 and (top.latest() or 0) >= 3,
+          DEADLINE_S, "both actor hosts training")  # fmt: skip
+    return _ids_by_host(top)
+
+
+def _sleep_alive(lab: Lab, until: float) -> None:
+    while time.monotonic() < until:
+        lab.check_alive()
+        time.sleep(0.5)
+
+
+def _stop_training(lab: Lab) -> None:
+    for host in ("actor-1", "actor-2"):
+        assert lab.stop(host, timeout=30) == 0, lab.log(host)
+    assert lab.stop("learner", timeout=120) == 0, lab.log("learner")
+
+
+def _longest_update_gap(top: Topology, after_version: int) -> tuple[float, int]:
+    """(longest learner wall-clock time between consecutive updates from `after_version`
+    on, the version that ended it), from progress.csv: how long training paused."""
+    rows = list(csv.DictReader((top.run_dir() / "progress.csv").open()))
+    walls = [(int(r["version"]), float(r["wall_s"])) for r in rows]
+    gaps = [(b[1] - a[1], b[0]) for a, b in itertools.pairwise(walls) if a[0] >= after_version]
+    return max(gaps)
+
+
 def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rejected(
     lab: Lab, tmp_path: Path
 ):
@@ -412,12 +445,7 @@ def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rej
     max_staleness = int(top.services["learner"]["environment"]["PPOMQ_MAX_STALENESS"])
     heartbeat_s = 5.0  # the transport's default heartbeat timeout: when a dead link is noticed
 
-    def ids_by_host() -> dict[str, str]:
-        return {h: i for i in top.actor_entries() if (h := top.actor_host(i)) is not None}
-
-    _poll(lab, top, lambda: len(ids_by_host()) == 2 and (top.latest() or 0) >= 3,
-          DEADLINE_S, "both actor hosts training")  # fmt: skip
-    cut_id = ids_by_host()["actor-1"]
+    cut_id = _until_both_actor_hosts_train(lab, top)["actor-1"]
 
     v_cut = top.latest()
     assert v_cut is not None
@@ -428,9 +456,7 @@ def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rej
     # holds a batch of a version at most this one.
     v_dropped = top.latest()
     assert v_dropped is not None
-    while time.monotonic() - cut_at < PARTITION_S:
-        lab.check_alive()
-        time.sleep(0.5)
+    _sleep_alive(lab, cut_at + PARTITION_S)
     v_heal = top.latest()
     stats_heal = top.stats()
     stale_heal = stats_heal["rejects"].get("stale", 0)
@@ -455,21 +481,72 @@ def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rej
     stale_after = top.stats()["rejects"].get("stale", 0)
     assert stale_after > stale_heal, (stale_heal, stale_after)
 
-    for host in ("actor-1", "actor-2"):
-        assert lab.stop(host, timeout=30) == 0, lab.log(host)
-    assert lab.stop("learner", timeout=120) == 0, lab.log("learner")
+    _stop_training(lab)
     summary = json.loads((top.run_dir() / "summary.json").read_text())
     # Nothing older than the gate allows was trained on.
     assert summary["policy_age_histogram"], summary
     assert max(int(age) for age in summary["policy_age_histogram"]) <= max_staleness
-    rows = list(csv.DictReader((top.run_dir() / "progress.csv").open()))
-    walls = [(int(r["version"]), float(r["wall_s"])) for r in rows]
-    gaps = [(b[1] - a[1], b[0]) for a, b in itertools.pairwise(walls) if a[0] >= v_cut]
-    gap, at = max(gaps)
+    gap, at = _longest_update_gap(top, v_cut)
     print(
         f"\nRELIABILITY partition: actor-1 cut off from the learner for {PARTITION_S:.0f} s; "
         f"learner went v{v_cut} (cut) -> v{v_dropped} (+{heartbeat_s + 1:.0f} s) -> v{v_heal} on "
         f"actor-2 meanwhile; longest gap between updates around it {gap:.2f} s (before "
         f"v{at}); actor-1 admitted again {back_s:.1f} s after the heal; stale rejects "
         f"{stale_heal} -> {stale_after}"
+    )
+
+
+ALL_CUT_RESUME_S = 60.0  # liveness bound after the heal: generous next to the 5 s resend
+
+
+def test_training_resumes_after_every_actor_was_cut_off_from_the_learner(lab: Lab, tmp_path: Path):
+    # Compose's defaults: one batch per version per actor (--batches-per-version 1), two
+    # actors' batches per update. Both actor hosts lose the learner's host for longer than
+    # the heartbeat timeout; the weightserver stays reachable. Batches sent before the
+    # heartbeat dropped the connections are lost with them, so the learner cannot train
+    # the newer version each actor waits for: only the actors' resend after
+    # --resend-after-s (5 s) without a newer version gets training going again.
+    top = Topology(lab, tmp_path, {})
+    top.start()
+    ids = _until_both_actor_hosts_train(lab, top)
+
+    v_cut = top.latest()
+    assert v_cut is not None
+    for host in ("actor-1", "actor-2"):
+        lab.cut(host, "learner")
+    cut_at = time.monotonic()
+    _sleep_alive(lab, cut_at + PARTITION_S)
+    v_heal = top.latest()
+    assert v_heal is not None
+    batches_heal = {h: top.actor_entries()[i]["batches"] for h, i in ids.items()}
+    for host in ("actor-1", "actor-2"):
+        lab.heal(host, "learner")
+    healed_unix, healed_at = time.time(), time.monotonic()
+
+    first_new: list[float] = []
+
+    def trained_on_both_again() -> bool:
+        if not first_new and (top.latest() or 0) > v_heal:
+            first_new.append(time.monotonic() - healed_at)
+        entries = top.actor_entries()
+        return bool(first_new) and all(
+            # The same ids: the same processes, not restarted.
+            entries[i]["batches"] > batches_heal[h] and entries[i]["last_seen"] > healed_unix
+            for h, i in ids.items()
+        )
+
+    _poll(lab, top, trained_on_both_again, ALL_CUT_RESUME_S,
+          f"training to resume after the heal (v{v_heal} at the heal)")  # fmt: skip
+    both_back_s = time.monotonic() - healed_at
+    v_back = top.latest()
+    resends = sum(lab.log(h, tail=10**7).count("sending another batch with it") for h in ids)
+
+    _stop_training(lab)
+    gap, at = _longest_update_gap(top, v_cut)
+    print(
+        f"\nRELIABILITY all-actors-cut: both actor hosts cut off from the learner for "
+        f"{PARTITION_S:.0f} s (weightserver reachable) at v{v_cut}, v{v_heal} at the heal; "
+        f"training paused {gap:.2f} s (longest gap between updates, before v{at}); first "
+        f"new version {first_new[0]:.1f} s after the heal, both actors' batches accepted "
+        f"again after {both_back_s:.1f} s (v{v_back}); actor resends logged: {resends}"
     )
