@@ -24,8 +24,10 @@ def test_timeline_adds_the_childrens_phases_and_the_overhead(tmp_path: Path):
     (tmp_path / "logs" / "actor-0.log").write_text("x\nfirst env step at unix 1002.000000\n")
     (tmp_path / "logs" / "actor-1.log").write_text("first env step at unix 1001.500000\n")
     (tmp_path / "summary.json").write_text(
-        json.dumps({"started_unix": 1001.0, "resumed_wall_s": 0.0, "wall_seconds": 9.0})
+        json.dumps({"started_unix": 1001.0, "resumed_wall_s": 0.0, "wall_seconds": 9.2})
     )
+    # The last update's row; the summary's end (9.2) comes after the final files.
+    (tmp_path / "progress.csv").write_text("version,wall_s\n1,4.5\n2,9.0\n")
     tl = Timeline(tmp_path / "logs" / "launcher.log", start=t0)
     tl.mark("redis ready", 1000.5)
     tl.mark("redis ready", 1000.9)  # the first time counts

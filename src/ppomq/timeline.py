@@ -15,6 +15,7 @@ This module stays light (the launcher imports it before anything heavy).
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -113,14 +114,24 @@ def first_env_step_unix(run_dir: Path) -> float | None:
 
 
 def last_update_unix(run_dir: Path) -> float | None:
-    """The end of the learner's last update, from summary.json (its wall clock converted
-    to Unix time, as benchmarks/e2e.py does)."""
+    """The end of the learner's last update: the last row of progress.csv (written once the
+    update's weights are published), its learner clock converted to Unix time with
+    summary.json's `started_unix` (as benchmarks/e2e.py does). Without progress rows,
+    summary.json's own end (which comes later: after the checkpoint and final weights)."""
     try:
         s = json.loads((run_dir / "summary.json").read_text())
         started = float(s["started_unix"]) - float(s.get("resumed_wall_s", 0.0))
-        return started + float(s["wall_seconds"])
+        end = float(s["wall_seconds"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    try:
+        with open(run_dir / "progress.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        if rows and rows[-1].get("wall_s"):
+            end = float(rows[-1]["wall_s"])
+    except (OSError, ValueError):
+        pass
+    return started + end
 
 
 def read_timeline(run_dir: Path) -> dict[str, Any] | None:
