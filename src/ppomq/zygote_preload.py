@@ -19,6 +19,7 @@ import importlib  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 import sys  # noqa: E402
+import weakref  # noqa: E402
 
 from ppomq.procutil import die_with_parent, set_process_title  # noqa: E402
 from ppomq.zygote import PRELOAD  # noqa: E402
@@ -57,6 +58,16 @@ for _name in (*PRELOAD, *(f"ppomq.commands.{c}" for c in COMMAND_MODULES)):
     # in that child's log; the others still get a server.
     with contextlib.suppress(Exception):
         importlib.import_module(_name)
+
+# torch registers one weakref.finalize per operator library (~130) that, at exit, unregisters
+# it from the dispatcher: 50-90 ms at the end of every child (their atexit handlers run in
+# ppomq.zygote) for a process that then ends with os._exit anyway. They still run if a
+# library is collected before; only the at-exit call is dropped. (`_registry` is how the
+# standard library itself lists live finalizers; `peek` and `atexit` are public.)
+for _fin in list(getattr(weakref.finalize, "_registry", {})):
+    _info = _fin.peek()
+    if _info is not None and getattr(_info[1], "__module__", "").startswith("torch."):
+        _fin.atexit = False
 
 # Everything alive now moves to a permanent generation that the children's collections
 # never scan, so their GC does not write to (and so copy) the shared pages.
