@@ -14,16 +14,20 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.context import ForkServerProcess
 from pathlib import Path
 from typing import Any
 
+import redis
+from redis.backoff import ExponentialBackoff
+
 from . import zygote
 from .embedded_redis import EmbeddedRedis, free_port
 from .envs import check_env_id
-from .errors import UserError
-from .redis_util import connect_redis
+from .errors import RedisUnavailableError, UserError
+from .redis_util import connect_redis, make_redis, redact_url
 from .settings import (
     ActorSettings,
     LearnerSettings,
@@ -35,14 +39,28 @@ from .settings import (
 from .timeline import Timeline
 
 STOP_GRACE_S = 20.0
+# A second Ctrl-C/SIGTERM: the learner gets its second signal (a fast stop that still
+# writes the checkpoint and summary) and every wait is cut to this; a third: kill now.
+HURRY_GRACE_S = 15.0
+
+# Restarting crashed children: after 0.5 s, doubling to 30 s (redis-py's arithmetic), back
+# to 0.5 s once a child has run HEALTHY_S; CRASH_LIMIT crashes within CRASH_WINDOW_S means
+# restarting does not help (a bad setting, a broken env), so the run stops and says so.
+CRASH_BACKOFF = ExponentialBackoff(cap=30.0, base=0.5)
+HEALTHY_S = 30.0
+CRASH_LIMIT = 5
+CRASH_WINDOW_S = 120.0
+# Without Redis nothing is published or recorded: an external Redis unreachable this long
+# stops the run (short blips are waited out by the services themselves).
+REDIS_DOWN_S = 10.0
+# --duration-s / --total-steps are the learner's to honour; if it cannot (stuck on a dead
+# peer), the launcher stops the run this long after it should have ended.
+DEADLINE_GRACE_S = 20.0
+SUPERVISE_TICK_S = 0.25
 
 
 class _Terminated(Exception):
     """SIGTERM to `ppomq train`: stop like Ctrl-C does."""
-
-
-def _raise_terminated(signum: int, _frame: Any) -> None:
-    raise _Terminated
 
 
 @dataclass
@@ -56,8 +74,17 @@ class Child:
     log_path: Path
     proc: ForkServerProcess | None = field(default=None, repr=False)
     restarts: int = 0
+    started_at: float = 0.0
+    # Crash bookkeeping for supervise: when the pending restart is due, consecutive crashes
+    # (the backoff exponent) and recent crash times (the give-up window).
+    restart_at: float | None = None
+    failures: int = 0
+    crashes: deque[float] = field(default_factory=deque, repr=False)
+    retired: bool = False  # exited and deliberately not restarted (--no-restart-actors)
 
     def start(self) -> None:
+        self.restart_at = None
+        self.started_at = time.monotonic()
         self.proc = zygote.fork(self.name, self.argv, self.env, self.log_path)
 
     def poll(self) -> int | None:
@@ -91,6 +118,25 @@ def _child_env(service_settings: Any) -> dict[str, str]:
     return env
 
 
+def connect_addr(bind: str) -> str:
+    """Where a local peer connects to reach a socket bound at `bind`: a wildcard host
+    (`*`, 0.0.0.0, ::) is not an address to connect to, so loopback stands in for it."""
+    if not bind.startswith("tcp://"):
+        return bind  # ipc://, inproc://: the same name on both ends
+    host, _, port = bind[6:].rpartition(":")
+    if host in ("*", "0.0.0.0", ""):
+        return f"tcp://127.0.0.1:{port}"
+    if host in ("[::]", "::", "[*]"):
+        return f"tcp://[::1]:{port}"
+    return bind
+
+
+def _port_of(bind: str) -> int | None:
+    """The TCP port of an endpoint (settings.json's rollout_port/weights_port), else None."""
+    port = bind.rpartition(":")[2]
+    return int(port) if bind.startswith("tcp://") and port.isdigit() else None
+
+
 def default_run_dir(run_id: str) -> str:
     return f"runs/{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -110,6 +156,17 @@ class Launcher:
         self.learner: Child | None = None
         self.stopping = False
         self.start_time = time.monotonic()
+        # Why supervise ended the run early (printed last, as a one-line error), if it did.
+        self.failure: UserError | None = None
+        # A second stop signal moves this up (see hurry); waits in stop() end by it.
+        self.hurry_deadline = float("inf")
+        self.hurry_noted = False
+        self.learner_signalled = False
+        self._health_at = 0.0
+        self._redis_down_since: float | None = None
+        self._health_client: redis.Redis | None = None
+        self._steps_reached_at: float | None = None
+        self._learner_down_s = 0.0  # learner restarts push the --duration-s deadline back
 
     def start(self) -> None:
         s = self.s
@@ -127,7 +184,9 @@ class Launcher:
             self.timeline.mark("redis ready")
         else:
             redis_url = s.redis_url
-        rollout_port, weights_port = free_port(), free_port()
+        # The user's binds as given; else free loopback ports (never a fixed public one).
+        rollout_bind = s.rollout_bind or f"tcp://127.0.0.1:{free_port()}"
+        weights_bind = s.weightserver_bind or f"tcp://127.0.0.1:{free_port()}"
         common = {"redis_url": redis_url, "run_dir": str(self.run_dir)}
         # One /metrics port per process when asked: learner PORT, weightserver PORT+1,
         # actor i PORT+2+i.
@@ -136,19 +195,19 @@ class Launcher:
             s,
             WeightserverSettings,
             redis_url=redis_url,
-            bind=f"tcp://127.0.0.1:{weights_port}",
+            bind=weights_bind,
             metrics_port=port0 + 1 if port0 else 0,
         )
-        learner = _subset(
-            s, LearnerSettings, rollout_bind=f"tcp://127.0.0.1:{rollout_port}", **common
-        )
+        learner = _subset(s, LearnerSettings, rollout_bind=rollout_bind, **common)
         (self.run_dir / "settings.json").write_text(
             json.dumps(
                 {
                     **settings_snapshot(s),
                     "redis_url": redis_url,
-                    "rollout_port": rollout_port,
-                    "weights_port": weights_port,
+                    "rollout_bind": rollout_bind,
+                    "weightserver_bind": weights_bind,
+                    "rollout_port": _port_of(rollout_bind),
+                    "weights_port": _port_of(weights_bind),
                 },
                 indent=2,
             )
@@ -166,8 +225,8 @@ class Launcher:
                 ActorSettings,
                 actor_index=i,
                 metrics_port=port0 + 2 + i if port0 else 0,
-                learner_addr=f"tcp://127.0.0.1:{rollout_port}",
-                weightserver_addr=f"tcp://127.0.0.1:{weights_port}",
+                learner_addr=connect_addr(rollout_bind),
+                weightserver_addr=connect_addr(weights_bind),
             )
             self.children.append(
                 Child(f"actor-{i}", ["actor"], _child_env(actor), logs / f"actor-{i}.log")
@@ -181,29 +240,159 @@ class Launcher:
         self.timeline.watch_exit("learner exited", self.learner.proc)
 
     def supervise(self, progress: Any = None) -> int:
-        """Watch children until the learner exits; restart crashed actors."""
+        """Watch the children and Redis until the learner finishes; restart what crashes.
+
+        Returns the exit code for the run: the learner's 0 when it finished (or the launcher's
+        own deadline passed), non-zero with `self.failure` set when the run cannot go on."""
         assert self.learner is not None
         while True:
-            code = self.learner.poll()
+            now = time.monotonic()
+            for child in self.children:
+                code = self._watch(child, now)
+                if code is not None:
+                    return code
+            code = self._watch_redis(now)
             if code is not None:
                 return code
-            for child in self.children:
-                exited = child.poll()
-                if child is self.learner or exited is None:
-                    continue
-                if child.name.startswith("actor") and self.s.restart_actors:
-                    child.restarts += 1
-                    _note(
-                        f"{child.name} exited with {exited}; restarting (restart {child.restarts})"
-                    )
-                    child.start()
-                elif child.name == "weightserver":
-                    child.restarts += 1
-                    _note(f"weightserver exited with {exited}; restarting")
-                    child.start()
+            if self._past_deadline(now):
+                return 0
             if progress is not None:
                 progress()
-            time.sleep(0.5)
+            time.sleep(SUPERVISE_TICK_S)
+
+    def _watch(self, child: Child, now: float) -> int | None:
+        """Restart `child` if it died (after its backoff); an exit code ends the run."""
+        if child.restart_at is not None:
+            if now >= child.restart_at:
+                child.restarts += 1
+                if child is self.learner:
+                    self._learner_down_s += now - child.crashes[-1]
+                child.start()
+            return None
+        code = child.poll()
+        if code is None:
+            if child.failures and now - child.started_at >= HEALTHY_S:
+                child.failures = 0  # healthy again: its next crash restarts it quickly
+            return None
+        if child.retired:
+            return None
+        what = _exit_text(code)
+        if child is self.learner:
+            if code == 0:
+                return 0  # finished: total steps, duration or target return reached
+            if code == 2:
+                # A usage error (bad setting, port taken, another run's checkpoint) would
+                # only repeat: stop, with the learner's own one-line reason.
+                reason = _last_error_line(child.log_path) or f"learner {what}"
+                self.failure = _error(f"{reason} (see {child.log_path})", 2)
+                return 2
+        elif child.name.startswith("actor") and not self.s.restart_actors:
+            child.retired = True
+            _note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
+            return None
+        child.crashes.append(now)
+        while now - child.crashes[0] > CRASH_WINDOW_S:
+            child.crashes.popleft()
+        if len(child.crashes) >= CRASH_LIMIT:
+            span = now - child.crashes[0]
+            self.failure = _error(
+                f"{child.name} crashed {len(child.crashes)} times in {span:.0f} s (last: "
+                f"{what}); gave up restarting it and stopped the run; see {child.log_path}",
+                1,
+            )
+            _note(f"{child.name} keeps crashing; stopping the run...")
+            return 1
+        delay = CRASH_BACKOFF.compute(child.failures)
+        child.failures += 1
+        child.restart_at = now + delay
+        _note(
+            f"{child.name} {what}; restarting in {delay:.1f} s "
+            f"(restart {child.restarts + 1}; log {child.log_path})"
+        )
+        return None
+
+    def _watch_redis(self, now: float) -> int | None:
+        """End the run (exit 4) when its Redis is gone: the embedded server exited, or an
+        external one has not answered for REDIS_DOWN_S. Also notes --total-steps reached."""
+        if self.redis is not None and self.redis.proc is not None:
+            code = self.redis.proc.poll()
+            if code is not None:
+                self.failure = RedisUnavailableError(
+                    f"the embedded redis-server {_exit_text(code)}; the run cannot go on "
+                    f"without it and was stopped; the learner's checkpoint is kept: run "
+                    f"again with --run-dir {self.run_dir} to resume"
+                )
+                _note(f"the embedded redis-server {_exit_text(code)}; stopping the run...")
+                return 4
+        if now - self._health_at < 1.0:
+            return None
+        self._health_at = now
+        from .weightserver.keys import RunKeys
+
+        try:
+            if self._health_client is None:
+                self._health_client = make_redis(self.redis_url, timeout_s=1.0)
+            raw = self._health_client.get(RunKeys(self.s.run_id).stats)
+        except redis.RedisError as exc:
+            if self._redis_down_since is None:
+                self._redis_down_since = now
+            elif now - self._redis_down_since >= REDIS_DOWN_S:
+                self.failure = RedisUnavailableError(
+                    f"Redis at {redact_url(self.redis_url)} has not answered for "
+                    f"{now - self._redis_down_since:.0f} s ({_first_line(exc)}), so the run "
+                    f"was stopped; once Redis is back, run again with --run-dir "
+                    f"{self.run_dir} to resume from the learner's checkpoint"
+                )
+                _note("Redis is unreachable; stopping the run...")
+                return 4
+            return None
+        self._redis_down_since = None
+        try:
+            steps = int(json.loads(raw)["env_steps"]) if raw else 0
+        except (ValueError, KeyError, TypeError):
+            steps = 0
+        if self.s.total_steps and steps >= self.s.total_steps and self._steps_reached_at is None:
+            self._steps_reached_at = now
+        return None
+
+    def _past_deadline(self, now: float) -> bool:
+        """True when the learner should have ended the run DEADLINE_GRACE_S ago and has not
+        (stuck waiting on something dead): the launcher stops it then, warm as ever."""
+        s = self.s
+        if s.duration_s:
+            due = self.start_time + s.duration_s + self._learner_down_s + DEADLINE_GRACE_S
+            if now >= due:
+                _note(
+                    f"--duration-s {s.duration_s:g} passed and the learner did not stop; stopping"
+                )
+                return True
+        if self._steps_reached_at is not None and now - self._steps_reached_at >= DEADLINE_GRACE_S:
+            _note(f"--total-steps {s.total_steps} reached and the learner did not stop; stopping")
+            return True
+        return False
+
+    def hurry(self, *, now: bool = False) -> None:
+        """A second stop signal: the learner gets its second SIGTERM (a fast stop that still
+        writes its checkpoint and summary) and stop()'s waits end within HURRY_GRACE_S; a
+        third (`now`): they end at once and what is left is killed. Signal-handler safe."""
+        self.hurry_deadline = min(
+            self.hurry_deadline, time.monotonic() + (0.0 if now else HURRY_GRACE_S)
+        )
+        if self.learner is not None and self.learner_signalled:
+            self.learner.terminate()
+
+    def _wait(self, child: Child, timeout: float) -> None:
+        """child.wait(timeout), cut short by hurry(); what is still running then is killed."""
+        end = time.monotonic() + timeout
+        while child.proc is not None and child.proc.exitcode is None:
+            if self.hurry_deadline < float("inf") and not self.hurry_noted:
+                self.hurry_noted = True  # printed here, not in the signal handler
+                _note("stopping faster (a third Ctrl-C kills what is left)...")
+            left = min(end, self.hurry_deadline) - time.monotonic()
+            if left <= 0:
+                break
+            child.proc.join(min(left, 0.1))
+        child.wait(0)
 
     def stop(self) -> None:
         """Learner first (warm stop: it finishes the update, checkpoints, writes the
@@ -214,7 +403,10 @@ class Launcher:
         mark("stop")
         if self.learner is not None:
             self.learner.terminate()
-            self.learner.wait(STOP_GRACE_S + 60)  # the final evaluation runs in the learner
+            self.learner_signalled = True
+            if self.hurry_deadline < float("inf"):
+                self.learner.terminate()  # the second Ctrl-C came before the first reached it
+            self._wait(self.learner, STOP_GRACE_S + 60)  # the final evaluation runs in it
             mark("learner exited")
         for child in self.children:
             child.terminate()
@@ -222,7 +414,7 @@ class Launcher:
                 timeline.watch_exit(f"{child.name} exited", child.proc)
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
-            child.wait(deadline - time.monotonic())
+            self._wait(child, deadline - time.monotonic())
         mark("children exited")
         zygote.stop_server()
         mark("zygote stopped")
@@ -231,6 +423,38 @@ class Launcher:
             mark("redis stopped")
         if timeline is not None:
             timeline.finish(self.run_dir)
+
+
+def _exit_text(code: int) -> str:
+    """'exited with 1', 'was killed by SIGKILL' (multiprocessing: minus the signal)."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with {code}"
+
+
+def _last_error_line(log_path: Path) -> str | None:
+    """The `ppomq: error: ...` line a service printed last, without the prefix."""
+    try:
+        with open(log_path, "rb") as fh:
+            fh.seek(max(0, fh.seek(0, os.SEEK_END) - 8192))
+            tail = fh.read().decode(errors="replace")
+    except OSError:
+        return None
+    lines = [ln for ln in tail.splitlines() if ln.startswith("ppomq: error: ")]
+    return lines[-1].removeprefix("ppomq: error: ") if lines else None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _error(text: str, code: int) -> UserError:
+    err = UserError(text)
+    err.exit_code = code
+    return err
 
 
 def _note(text: str) -> None:
@@ -276,6 +500,33 @@ class Progress:
             print(line, flush=True)
 
 
+class _StopSignals:
+    """Ctrl-C and SIGTERM for `ppomq train`: the first raises in the main thread (supervise
+    ends, stop() runs: the warm stop); each later one, or any once stop() has begun, only
+    hurries that stop (Launcher.hurry), so the cleanup itself is never cut short: children
+    stopped, fork server stopped, Redis stopped and its temporary directory removed."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+        self.count = 0
+        self.previous: dict[int, Any] = {}
+
+    def install(self) -> _StopSignals:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self.previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def restore(self) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.count += 1
+        if self.count == 1 and not self.launcher.stopping:
+            raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+        self.launcher.hurry(now=self.count >= 3)
+
+
 def run_train(settings: TrainSettings) -> int:
     launcher = Launcher(settings)
     print(
@@ -285,23 +536,28 @@ def run_train(settings: TrainSettings) -> int:
     )
     interrupted = False
     code = 1
-    signal.signal(signal.SIGTERM, _raise_terminated)
+    signals = _StopSignals(launcher).install()
     try:
-        launcher.start()
-        progress = Progress(launcher) if settings.progress else None
-        code = launcher.supervise(progress)
-    except (KeyboardInterrupt, _Terminated):
-        interrupted = True
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        print("\nstopping (Ctrl-C again to force)...", flush=True)
+        try:
+            launcher.start()
+            progress = Progress(launcher) if settings.progress else None
+            code = launcher.supervise(progress)
+        except (KeyboardInterrupt, _Terminated):
+            interrupted = True
+            print("\nstopping (Ctrl-C again to stop faster)...", flush=True)
+        finally:
+            launcher.stop()
     finally:
-        launcher.stop()
+        signals.restore()
     if sys.stdout.isatty():
         print()
     summary_path = launcher.run_dir / "summary.json"
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         print(_summary_text(summary, launcher.run_dir), flush=True)
+    if launcher.failure is not None:
+        raise launcher.failure
+    if summary_path.exists():
         return 0 if interrupted else code
     raise UserError(
         f"the learner exited with {code} before writing a summary; "

@@ -1,0 +1,326 @@
+"""`ppomq train` under faults: real processes, real sockets, its real embedded redis-server.
+
+Each test starts `ppomq train`, breaks something the way it breaks in life (SIGKILL, a port
+taken, Redis gone, two quick Ctrl-Cs), and checks that the run either carries on or ends
+promptly with one line saying why, leaving no process and no temporary directory behind.
+Timeouts here only bound liveness; they are generous because the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import redis
+
+from ppomq.weightserver.keys import RunKeys
+
+pytestmark = pytest.mark.slow
+
+PPOMQ = [sys.executable, "-m", "ppomq.cli"]
+SMALL = [
+    "--num-envs", "4", "--num-steps", "32", "--batch-samples", "256",
+    "--update-epochs", "4", "--eval-episodes", "2", "--no-progress",
+]  # fmt: skip
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+
+
+def _wait_for(what: str, cond: Callable[[], Any], timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Run:
+    """One `ppomq train` in its own session (a terminal's Ctrl-C reaches its group only)."""
+
+    def __init__(self, run_dir: Path, *args: str) -> None:
+        self.run_dir = run_dir
+        self.proc = subprocess.Popen(
+            [*PPOMQ, "train", "--run-dir", str(run_dir), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+            start_new_session=True,
+            # As from a terminal: a suite started in the background hands its children
+            # SIGINT ignored, and then Ctrl-C rightly does nothing.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        self.seen: set[int] = set()  # every process of the run we have seen
+        self.cfg: dict[str, Any] = {}
+
+    def started(self) -> dict[str, Any]:
+        """settings.json once the children run, and a Redis client on the run's Redis."""
+        path = self.run_dir / "settings.json"
+        _wait_for("settings.json", lambda: path.exists() and path.read_text().endswith("\n"))
+        self.cfg = json.loads(path.read_text())
+        self.redis = redis.Redis.from_url(self.cfg["redis_url"], socket_timeout=2)
+        self.keys = RunKeys(self.cfg["run_id"])
+        return self.cfg
+
+    def latest(self) -> int:
+        raw = self.redis.get(self.keys.latest)
+        return -1 if raw is None else int(raw)
+
+    def tree(self) -> list[psutil.Process]:
+        try:
+            kids = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        self.seen.update(k.pid for k in kids)
+        return kids
+
+    def named(self, name: str) -> psutil.Process | None:
+        for p in self.tree():
+            try:
+                if p.name() == name:
+                    return p
+            except psutil.NoSuchProcess:
+                pass
+        return None
+
+    def finish(self, timeout: float = 120) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=timeout)
+        return self.proc.returncode, out, err
+
+    def left_running(self) -> list[int]:
+        return [pid for pid in self.seen if _running(pid)]
+
+    def kill(self) -> None:
+        """After a failed test: SIGTERM first (the launcher's own cleanup removes Redis's
+        temporary directory), SIGKILL if that does not end it."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        for pid in self.left_running():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def train(tmp_path: Path) -> Iterator[Callable[..., Run]]:
+    runs: list[Run] = []
+
+    def _start(*args: str, name: str = "run") -> Run:
+        run = Run(tmp_path / name, *args)
+        runs.append(run)
+        return run
+
+    yield _start
+    for run in runs:
+        run.kill()
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _gone(run: Run) -> None:
+    """Nothing of the run outlives it (children exit with their parents: allow a moment)."""
+    _wait_for(f"no process left of {sorted(run.seen)}", lambda: not run.left_running(), 30)
+
+
+def _one_error_line(err: str) -> str:
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("ppomq: error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_a_killed_learner_is_restarted_resumes_and_the_run_finishes(train):
+    total = 40_000
+    run = train("--actors", "2", "--total-steps", str(total), *SMALL)
+    try:
+        run.started()
+        _wait_for("version 10", lambda: run.latest() >= 10)
+        learner = run.named("learner")
+        assert learner is not None
+        before = run.latest()
+        learner.send_signal(signal.SIGKILL)
+        # A new learner, resumed from run_dir/checkpoints/ckpt.pt, publishes above `before`.
+        _wait_for("a new learner", lambda: (p := run.named("learner")) and p.pid != learner.pid)
+        _wait_for("a version above the killed learner's", lambda: run.latest() > before)
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 0, out + err
+    assert "learner was killed by SIGKILL; restarting" in out
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["total_env_steps"] >= total
+    assert summary["versions"] > before
+    log = (run.run_dir / "logs" / "learner.log").read_text()
+    assert log.count("forked from ppomq zygote") == 2
+    assert "resum" in log
+    _gone(run)
+
+
+def _metrics_ports_with_the_first_actors_taken() -> tuple[int, socket.socket]:
+    """A --metrics-port P whose learner (P) and weightserver (P+1) ports are free while
+    actor-0's (P+2) is held by a listening socket: actor-0 then fails at every start."""
+    for _ in range(50):
+        holder = socket.socket()
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port0 = holder.getsockname()[1] - 2
+        try:
+            for p in (port0, port0 + 1):
+                with socket.socket() as probe:
+                    probe.bind(("0.0.0.0", p))
+            return port0, holder
+        except OSError:
+            holder.close()
+    raise AssertionError("no free port pair found")
+
+
+def test_a_child_that_keeps_crashing_stops_the_run_in_one_line_naming_its_log(train):
+    port0, holder = _metrics_ports_with_the_first_actors_taken()
+    with holder:
+        run = train("--actors", "1", "--total-steps", "0", "--metrics-port", str(port0), *SMALL)
+        try:
+            run.started()
+            while run.proc.poll() is None:
+                run.tree()  # remember every incarnation, to check that none outlives the run
+                time.sleep(0.2)
+            # Backoff 0.5 + 1 + 2 + 4 s between the five starts, then a clean stop.
+            code, out, err = run.finish(timeout=120)
+        finally:
+            run.kill()
+    assert code == 1, out + err
+    line = _one_error_line(err)
+    log = run.run_dir / "logs" / "actor-0.log"
+    assert "actor-0 crashed 5 times" in line and str(log) in line, line
+    assert "exited with 2" in line
+    assert log.read_text().count("forked from ppomq zygote") == 5
+    assert "restarting in 0.5 s" in out and "restarting in 4.0 s" in out
+    assert (run.run_dir / "summary.json").exists()  # the learner's warm stop still ran
+    _gone(run)
+
+
+def test_the_embedded_redis_dying_ends_the_run_promptly_in_one_line(train):
+    run = train("--actors", "2", "--total-steps", "0", *SMALL)
+    try:
+        run.started()
+        _wait_for("version 3", lambda: run.latest() >= 3)
+        server = run.named("redis-server")
+        assert server is not None
+        workdir = Path(server.cwd())  # redis-server runs in its --dir: the temporary dir
+        assert workdir.name.startswith("ppomq-redis-")
+        killed_at = time.monotonic()
+        server.send_signal(signal.SIGKILL)
+        code, out, err = run.finish(timeout=120)
+        took = time.monotonic() - killed_at
+    finally:
+        run.kill()
+    assert code == 4, out + err
+    line = _one_error_line(err)
+    assert "redis-server was killed by SIGKILL" in line and "--run-dir" in line, line
+    assert took < 100
+    assert not workdir.exists()
+    _gone(run)
+
+
+def test_two_quick_ctrl_cs_still_clean_up_everything_and_write_the_summary(train):
+    run = train("--actors", "2", "--total-steps", "0", *SMALL)
+    try:
+        run.started()
+        _wait_for("version 3", lambda: run.latest() >= 3)
+        run.tree()
+        server = run.named("redis-server")
+        assert server is not None
+        workdir = Path(server.cwd())
+        os.killpg(run.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole group
+        time.sleep(0.2)
+        os.killpg(run.proc.pid, signal.SIGINT)
+        code, out, err = run.finish(timeout=90)
+    finally:
+        run.kill()
+    assert code == 0, out + err
+    assert "Traceback" not in out + err
+    assert "stopping faster" in out
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["versions"] >= 3
+    assert not workdir.exists(), "the embedded Redis left its temporary directory"
+    _gone(run)
+
+
+def _listening(proc: psutil.Process) -> set[int]:
+    return {c.laddr.port for c in proc.net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def _connected_to(proc: psutil.Process) -> set[int]:
+    return {c.raddr.port for c in proc.net_connections("tcp") if c.raddr}
+
+
+def test_the_binds_given_are_the_ones_used_and_settings_json_is_what_children_got(train):
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        rollout, weights = a.getsockname()[1], b.getsockname()[1]
+    run = train("--actors", "1", "--total-steps", "0", "--duration-s", "6",
+                "--rollout-bind", f"tcp://127.0.0.1:{rollout}",
+                "--weightserver-bind", f"tcp://*:{weights}", "--gamma", "0.97", *SMALL)  # fmt: skip
+    try:
+        cfg = run.started()
+        _wait_for("version 1", lambda: run.latest() >= 1)
+        learner, ws, actor = (run.named(n) for n in ("learner", "weightserver", "actor-0"))
+        assert learner and ws and actor
+        assert rollout in _listening(learner)
+        assert weights in _listening(ws)
+        assert {rollout, weights} <= _connected_to(actor)  # the actor was told both
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 0, out + err
+    assert cfg["rollout_bind"] == f"tcp://127.0.0.1:{rollout}"
+    assert cfg["weightserver_bind"] == f"tcp://*:{weights}"
+    # Every learner setting recorded for the run is the one the learner ran with.
+    learner_cfg = json.loads((run.run_dir / "learner_settings.json").read_text())
+    differ = {k: (cfg[k], v) for k, v in learner_cfg.items() if k in cfg and cfg[k] != v}
+    assert differ == {}
+    assert learner_cfg["gamma"] == 0.97
+    _gone(run)
+
+
+def test_duration_s_ends_the_run_even_when_the_learner_cannot(train):
+    run = train("--actors", "1", "--total-steps", "0", "--duration-s", "3", *SMALL)
+    try:
+        run.started()
+        learner = _wait_for("the learner", lambda: run.named("learner"))
+        _wait_for("version 1", lambda: run.latest() >= 1)
+        learner.suspend()  # SIGSTOP: its own --duration-s check can no longer run
+        assert run.proc.stdout is not None
+        for line in run.proc.stdout:  # the launcher's own deadline: 3 s + grace
+            if "--duration-s 3 passed" in line:
+                break
+        learner.resume()  # now it can take the warm stop the launcher sent
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 0, out + err
+    assert (run.run_dir / "summary.json").exists()
+    _gone(run)
