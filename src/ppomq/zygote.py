@@ -2,8 +2,9 @@
 
 Every service imports torch, numpy, gymnasium, zmq and redis: ~1.8 s and ~250 MB each when
 each child is a fresh interpreter. Instead the launcher starts one server process (the
-standard library's forkserver) that imports all of it once (ppomq.zygote_preload), freezes
-the GC and then forks each child on request, so the children start at once and share those
+standard library's forkserver, itself forked from the launcher so that it keeps what the
+launcher imported) that imports the rest once (ppomq.zygote_preload), freezes the GC and
+then forks each child on request, so the children start at once and share those
 pages copy-on-write. A child then turns itself into what `python -m ppomq.cli ARGV` under
 `subprocess.Popen(env=ENV, stdout=LOG, stderr=STDOUT, stdin=DEVNULL,
 start_new_session=True, preexec_fn=die_with_parent)` was: same settings path, same logs.
@@ -84,7 +85,7 @@ def _fork_server(server: Any) -> None:
             try:
                 fd = listener.detach()
                 os.close(alive_w)
-                server._lock = threading.Lock()  # held by the launcher's thread at the fork
+                server._lock = threading.Lock()  # copied while held (the `with` above)
                 # What a fresh interpreter has: only these descriptors (not the launcher's
                 # logs and pipes, which every child would otherwise hold open too) and the
                 # default handlers (not `ppomq train`'s SIGTERM one).
