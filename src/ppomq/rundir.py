@@ -8,6 +8,8 @@ run_dir/checkpoints/ckpt.pt  learner resume state
 run_dir/final_weights.pt     torch.load-able state dict + metadata
 run_dir/learning_curve.png   return against env steps
 run_dir/summary.json         the figures a benchmark or a user wants first
+run_dir/logs/                each service's log; with `ppomq train`, launcher.log: the
+                             run's phases with timestamps (ppomq.timeline)
 """
 
 from __future__ import annotations
