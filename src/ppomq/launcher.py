@@ -509,16 +509,11 @@ class _StopSignals:
     def __init__(self, launcher: Launcher) -> None:
         self.launcher = launcher
         self.count = 0
-        self.previous: dict[int, Any] = {}
 
     def install(self) -> _StopSignals:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            self.previous[sig] = signal.signal(sig, self._handle)
+            signal.signal(sig, self._handle)
         return self
-
-    def restore(self) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.count += 1
@@ -536,19 +531,21 @@ def run_train(settings: TrainSettings) -> int:
     )
     interrupted = False
     code = 1
-    signals = _StopSignals(launcher).install()
+    _StopSignals(launcher).install()
     try:
-        try:
-            launcher.start()
-            progress = Progress(launcher) if settings.progress else None
-            code = launcher.supervise(progress)
-        except (KeyboardInterrupt, _Terminated):
-            interrupted = True
-            print("\nstopping (Ctrl-C again to stop faster)...", flush=True)
-        finally:
-            launcher.stop()
+        launcher.start()
+        progress = Progress(launcher) if settings.progress else None
+        code = launcher.supervise(progress)
+    except (KeyboardInterrupt, _Terminated):
+        interrupted = True
+        print("\nstopping (Ctrl-C again to stop faster)...", flush=True)
     finally:
-        signals.restore()
+        launcher.stop()
+        # Everything is stopped: a late Ctrl-C (the second of two quick ones) has nothing
+        # left to do. Ignored, not handled: the interpreter puts Python-handled signals back
+        # to their defaults as it exits, and one landing then would end us with -SIGINT.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
     if sys.stdout.isatty():
         print()
     summary_path = launcher.run_dir / "summary.json"

@@ -245,7 +245,9 @@ def test_the_embedded_redis_dying_ends_the_run_promptly_in_one_line(train):
 
 
 def test_two_quick_ctrl_cs_still_clean_up_everything_and_write_the_summary(train):
-    run = train("--actors", "2", "--total-steps", "0", *SMALL)
+    # A long final evaluation keeps the warm stop busy when the second Ctrl-C lands, so
+    # that it is the fast stop (no evaluation) that has to write the summary.
+    run = train("--actors", "2", "--total-steps", "0", *SMALL, "--eval-episodes", "2000")
     try:
         run.started()
         _wait_for("version 3", lambda: run.latest() >= 3)
@@ -322,5 +324,53 @@ def test_duration_s_ends_the_run_even_when_the_learner_cannot(train):
     finally:
         run.kill()
     assert code == 0, out + err
+    assert (run.run_dir / "summary.json").exists()
+    _gone(run)
+
+
+@pytest.mark.parametrize("victim", ["actor-0", "weightserver"])
+def test_a_killed_actor_or_weightserver_is_restarted_and_training_goes_on(train, victim):
+    total = 30_000
+    run = train("--actors", "2", "--total-steps", str(total), *SMALL)
+    try:
+        run.started()
+        _wait_for("version 5", lambda: run.latest() >= 5)
+        proc = run.named(victim)
+        assert proc is not None
+        proc.send_signal(signal.SIGKILL)
+        before = run.latest()
+        _wait_for(f"a new {victim}", lambda: (p := run.named(victim)) and p.pid != proc.pid)
+        _wait_for("training to go on", lambda: run.latest() > before + 2)
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 0, out + err
+    assert f"{victim} was killed by SIGKILL; restarting in 0.5 s" in out
+    log = (run.run_dir / "logs" / f"{victim}.log").read_text()
+    assert log.count("forked from ppomq zygote") == 2
+    summary = json.loads((run.run_dir / "summary.json").read_text())
+    assert summary["total_env_steps"] >= total
+    if victim == "actor-0":
+        # The restarted actor is a new actor: it reports under an id of its own.
+        ids = [a for a in summary["actors_seen"] if a.startswith("a0-")]
+        assert len(ids) == 2, summary["actors_seen"]
+    _gone(run)
+
+
+def test_an_external_redis_that_stays_away_ends_the_run_in_one_line(train, start_redis):
+    server = start_redis()
+    run = train("--actors", "1", "--total-steps", "0", "--redis-url", server.url, *SMALL)
+    try:
+        run.started()
+        _wait_for("version 3", lambda: run.latest() >= 3)
+        run.tree()
+        server.stop()  # and it stays away: REDIS_DOWN_S later the run stops
+        code, out, err = run.finish(timeout=120)
+    finally:
+        run.kill()
+        server.start()  # the session's other tests may use it; its fixture stops it
+    assert code == 4, out + err
+    line = _one_error_line(err)
+    assert "has not answered for" in line and "--run-dir" in line, line
     assert (run.run_dir / "summary.json").exists()
     _gone(run)
