@@ -277,16 +277,16 @@ class Launcher:
         if child.retired:
             return None
         what = _exit_text(code)
-        if child is self.learner:
-            if code == 0:
-                return 0  # finished: total steps, duration or target return reached
-            if code == 2:
-                # A usage error (bad setting, port taken, another run's checkpoint) would
-                # only repeat: stop, with the learner's own one-line reason.
-                reason = _last_error_line(child.log_path) or f"learner {what}"
-                self.failure = _error(f"{reason} (see {child.log_path})", 2)
-                return 2
-        elif child.name.startswith("actor") and not self.s.restart_actors:
+        if child is self.learner and code == 0:
+            return 0  # finished: total steps, duration or target return reached
+        if code == 2:
+            # A usage error (a port taken, another run's checkpoint) would only repeat at
+            # every restart: stop now, with the child's own one-line reason.
+            reason = _last_error_line(child.log_path) or f"{child.name} {what}"
+            self.failure = _error(f"{child.name}: {reason} (see {child.log_path})", 2)
+            _note(f"{child.name} {what} (a usage error); stopping the run...")
+            return 2
+        if child.name.startswith("actor") and not self.s.restart_actors:
             child.retired = True
             _note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
             return None

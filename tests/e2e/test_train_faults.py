@@ -179,9 +179,38 @@ def test_a_killed_learner_is_restarted_resumes_and_the_run_finishes(train):
     _gone(run)
 
 
+def test_a_child_that_keeps_crashing_stops_the_run_in_one_line_naming_its_log(train):
+    run = train("--actors", "2", "--total-steps", "0", *SMALL)
+    try:
+        run.started()
+        _wait_for("version 1", lambda: run.latest() >= 1)
+        killed: set[int] = set()
+        # Every incarnation of actor-0 dies at once; restarts come 0.5, 1, 2, 4 s later.
+        while run.proc.poll() is None:
+            actor = run.named("actor-0")
+            if actor is not None and actor.pid not in killed:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    actor.send_signal(signal.SIGKILL)
+                killed.add(actor.pid)
+            time.sleep(0.05)
+            assert len(killed) <= 5, "the launcher kept restarting it"
+        code, out, err = run.finish(timeout=120)
+    finally:
+        run.kill()
+    assert code == 1, out + err
+    line = _one_error_line(err)
+    log = run.run_dir / "logs" / "actor-0.log"
+    assert "actor-0 crashed 5 times" in line and str(log) in line, line
+    assert "was killed by SIGKILL" in line
+    for delay in ("0.5", "1.0", "2.0", "4.0"):
+        assert f"restarting in {delay} s" in out
+    assert (run.run_dir / "summary.json").exists()  # the learner's warm stop still ran
+    _gone(run)
+
+
 def _metrics_ports_with_the_first_actors_taken() -> tuple[int, socket.socket]:
     """A --metrics-port P whose learner (P) and weightserver (P+1) ports are free while
-    actor-0's (P+2) is held by a listening socket: actor-0 then fails at every start."""
+    actor-0's (P+2) is held by a listening socket: actor-0 then fails at start."""
     for _ in range(50):
         holder = socket.socket()
         holder.bind(("127.0.0.1", 0))
@@ -197,27 +226,23 @@ def _metrics_ports_with_the_first_actors_taken() -> tuple[int, socket.socket]:
     raise AssertionError("no free port pair found")
 
 
-def test_a_child_that_keeps_crashing_stops_the_run_in_one_line_naming_its_log(train):
+def test_a_childs_usage_error_stops_the_run_at_once_with_its_own_line(train):
     port0, holder = _metrics_ports_with_the_first_actors_taken()
     with holder:
         run = train("--actors", "1", "--total-steps", "0", "--metrics-port", str(port0), *SMALL)
         try:
             run.started()
-            while run.proc.poll() is None:
-                run.tree()  # remember every incarnation, to check that none outlives the run
-                time.sleep(0.2)
-            # Backoff 0.5 + 1 + 2 + 4 s between the five starts, then a clean stop.
+            run.tree()
             code, out, err = run.finish(timeout=120)
         finally:
             run.kill()
-    assert code == 1, out + err
+    assert code == 2, out + err
     line = _one_error_line(err)
-    log = run.run_dir / "logs" / "actor-0.log"
-    assert "actor-0 crashed 5 times" in line and str(log) in line, line
-    assert "exited with 2" in line
-    assert log.read_text().count("forked from ppomq zygote") == 5
-    assert "restarting in 0.5 s" in out and "restarting in 4.0 s" in out
-    assert (run.run_dir / "summary.json").exists()  # the learner's warm stop still ran
+    # Restarting would only repeat it: one start, and the actor's own reason, naming the fix.
+    assert line.startswith("ppomq: error: actor-0: cannot serve /metrics"), line
+    assert "--metrics-port" in line and "actor-0.log" in line
+    log = (run.run_dir / "logs" / "actor-0.log").read_text()
+    assert log.count("forked from ppomq zygote") == 1
     _gone(run)
 
 

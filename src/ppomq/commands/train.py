@@ -28,5 +28,9 @@ def register(sub: Any) -> None:
         help="train on this machine: Redis, weightserver, learner and actors",
         description="Starts a real Redis (embedded unless --redis-url), a weightserver, a "
         "learner and --actors actor processes on loopback, shows progress, and stops at "
-        "--total-steps, --duration-s or --target-return (or Ctrl-C), leaving a run dir.",
+        "--total-steps, --duration-s or --target-return (or Ctrl-C; a second Ctrl-C stops "
+        "faster), leaving a run dir. A child that crashes is restarted (after 0.5 s, "
+        "doubling to 30 s; the learner resumes from its checkpoint); five crashes of one "
+        "child within 2 minutes, a child's usage error, or Redis gone end the run with one "
+        "line saying why.",
     )
