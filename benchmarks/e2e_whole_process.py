@@ -13,6 +13,17 @@ hits both alike; the figure is the median of the per-pair ratios ppomq / SB3. Fo
 the launcher's phase timeline (logs/launcher.log, ppomq.timeline) splits its time into
 start-up (command to first env step), training, and shutdown (last update to exit).
 
+With `--before-src DIR` each pair becomes a triple: the same `ppomq train` command once
+more with PYTHONPATH=DIR, an older checkout's src/ whose services are linked in as
+ppomq.actor, ppomq.learner and ppomq.weightserver (how pyproject maps them), e.g.
+
+    git worktree add /tmp/before <commit> && cd /tmp/before/src/ppomq && \
+      ln -s ../../services/actor actor && ln -s ../../services/learner learner && \
+      ln -s ../../services/weightserver weightserver
+
+so that before and after run on the same seeds under the same load. Its overhead comes from
+its run dir (first env step in the actor logs, last update in progress.csv).
+
 Writes e2e_whole_process.json and .md to --out.
 """
 
@@ -31,9 +42,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.e2e import CONTENDERS, RESULTS, RunRecord, _Lock, availability, run_one
-from ppomq.timeline import read_timeline
+from ppomq.timeline import first_env_step_unix, last_update_unix, read_timeline
 
 BASELINE = "sb3"
+BEFORE = "before"
+LABELS = {BASELINE: "SB3", BEFORE: "before"}
 GOAL_RATIO = 0.5  # issue 11: whole-process time at most half of SB3's
 GOAL_OVERHEAD_S = 2.0  # issue 11: start-up + shutdown under 2 s
 
@@ -50,28 +63,66 @@ def _range(values: list[float | None]) -> str:
     return f"{statistics.median(vals):.2f} ({min(vals):.2f}–{max(vals):.2f})"
 
 
+def _overhead_to_prompt(rec: RunRecord, run_dir: Path) -> float | None:
+    """What the user waited beyond training: the whole command less first env step to last
+    update (the timeline's own overhead ends at the launcher's stop, before it prints the
+    summary and its interpreter exits)."""
+    first, last = first_env_step_unix(run_dir), last_update_unix(run_dir)
+    if rec.command_s is None or first is None or last is None:
+        return None
+    return round(rec.command_s - (last - first), 3)
+
+
 def measure_pair(
-    name: str, seed: int, *, target: float, workdir: Path, lock: str | None
+    name: str,
+    seed: int,
+    *,
+    target: float,
+    workdir: Path,
+    lock: str | None,
+    before_src: str | None = None,
 ) -> dict[str, Any]:
-    """One ppomq run and one SB3 run on `seed`, in alternating order, each under the lock."""
-    order = [name, BASELINE] if seed % 2 == 0 else [BASELINE, name]
+    """One ppomq run and one SB3 run on `seed` (and one of the older ppomq with
+    `before_src`), the order rotating with the seed, each under the lock."""
+    order = [name, BASELINE] + ([BEFORE] if before_src else [])
+    shift = seed % len(order)
+    order = order[shift:] + order[:shift]
     recs: dict[str, RunRecord] = {}
     timeline: dict[str, Any] | None = None
+    before_overhead = None
     for who in order:
-        c = CONTENDERS[who]
-        with _Lock(lock):
-            rec = run_one(c, seed, cap=c.cap, target=target, workdir=workdir, rllib_python=None)
+        c = CONTENDERS[name if who == BEFORE else who]
+        where = workdir / "before" if who == BEFORE else workdir
+        saved = os.environ.get("PYTHONPATH")
+        if who == BEFORE:
+            os.environ["PYTHONPATH"] = str(before_src)  # run_one passes our environment on
+        try:
+            with _Lock(lock):
+                rec = run_one(c, seed, cap=c.cap, target=target, workdir=where,
+                              rllib_python=None)  # fmt: skip
+        finally:
+            if who == BEFORE:
+                os.environ.pop("PYTHONPATH", None)
+                if saved is not None:
+                    os.environ["PYTHONPATH"] = saved
         recs[who] = rec
-        if c.kind == "ppomq":
-            timeline = read_timeline(workdir / f"{who}-s{seed}")
+        run_dir = where / f"{c.name}-s{seed}"
+        if who == name:
+            timeline = read_timeline(run_dir)
+            if timeline is not None:
+                timeline["overhead_to_prompt_s"] = _overhead_to_prompt(rec, run_dir)
+        elif who == BEFORE:
+            before_overhead = _overhead_to_prompt(rec, run_dir)
     a, b = recs[name], recs[BASELINE]
     ok = a.ok and b.ok and a.solved and b.solved
-    if timeline and a.command_s and "first env step" in timeline and "last update" in timeline:
-        # What the user waited beyond training: the whole command less first env step to
-        # last update (the timeline's own overhead ends at the launcher's stop, before it
-        # prints the summary and its interpreter exits).
-        train_s = timeline["last update"] - timeline["first env step"]
-        timeline["overhead_to_prompt_s"] = round(a.command_s - train_s, 3)
+    old = recs.get(BEFORE)
+    before = None
+    if old is not None:
+        old_ok = ok and old.ok and old.solved and old.command_s
+        before = {
+            "ratio": round(old.command_s / b.command_s, 3) if old_ok and b.command_s else None,
+            "overhead_to_prompt_s": before_overhead,
+        }
     return {
         "seed": seed,
         "order": order,
@@ -94,6 +145,7 @@ def measure_pair(
             for who, r in recs.items()
         },
         "ppomq_timeline": timeline,
+        "before": before,
     }
 
 
@@ -103,7 +155,15 @@ def summarise(pairs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     a = [p["runs"][name]["command_s"] for p in ok]
     b = [p["runs"][BASELINE]["command_s"] for p in ok]
     med_a, med_b = _med(a), _med(b)
+    before = [p["before"] for p in ok if p.get("before")]
     return {
+        "before": {
+            "median_pair_ratio": _med([x["ratio"] for x in before]),
+            "command_s": _med([p["runs"][BEFORE]["command_s"] for p in ok if BEFORE in p["runs"]]),
+            "overhead_to_prompt_s": _med([x["overhead_to_prompt_s"] for x in before]),
+        }
+        if before
+        else None,
         "pairs": len(pairs),
         "ok_pairs": len(ok),
         "median_pair_ratio": _med([p["ratio"] for p in ok]),
@@ -155,7 +215,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     for p in doc["pairs"]:
         ra, rb, t = p["runs"][name], p["runs"][BASELINE], p["ppomq_timeline"] or {}
         lines.append(
-            f"| {p['seed']} | {' then '.join('ppomq' if o == name else 'SB3' for o in p['order'])}"
+            f"| {p['seed']} | {' then '.join(LABELS.get(o, 'ppomq') for o in p['order'])}"
             f" | {ra['command_s']} | {rb['command_s']} | {p['ratio']} | "
             f"{ra['steps_to_target']} | {rb['steps_to_target']} | "
             f"{t.get('startup_s')} / {t.get('shutdown_s')} / {t.get('overhead_to_prompt_s')} | "
@@ -173,6 +233,23 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "|---|---|",
     ]
     lines += [f"| {k} | {v} |" for k, v in s["ppomq_phases_median_s"].items()]
+    if s.get("before"):
+        sb = s["before"]
+        lines += [
+            "",
+            f"The same pairs with the older ppomq ({doc['before_src']}) as a third run: "
+            f"median ratio to SB3 {sb['median_pair_ratio']}x, command {sb['command_s']} s, "
+            f"overhead to the prompt {sb['overhead_to_prompt_s']} s.",
+            "",
+            "| seed | before (s) | ratio before | overhead to prompt before (s) |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {p['seed']} | {p['runs'][BEFORE]['command_s']} | {p['before']['ratio']} | "
+            f"{p['before']['overhead_to_prompt_s']} |"
+            for p in doc["pairs"]
+            if p.get("before")
+        ]
     failed = [p for p in doc["pairs"] if not p["ok"]]
     if failed:
         lines += ["", "Pairs left out (a run failed or did not solve):", ""]
@@ -188,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=475.0)
     parser.add_argument("--lock", default=None, help="flock this file around each run")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--before-src", default=None, help="an older checkout's src/ to run as a third contender"
+    )
     args = parser.parse_args(argv)
     for who in (args.contender, BASELINE):
         why = availability(CONTENDERS[who], None)
@@ -199,11 +279,15 @@ def main(argv: list[str] | None = None) -> int:
     pairs = []
     for seed in range(args.seeds):
         pair = measure_pair(args.contender, seed, target=args.target, workdir=workdir,
-                            lock=args.lock)  # fmt: skip
+                            lock=args.lock, before_src=args.before_src)  # fmt: skip
         pairs.append(pair)
         r = pair["runs"]
-        print(f"seed {seed}: ppomq {r[args.contender]['command_s']} s, "
-              f"SB3 {r[BASELINE]['command_s']} s, ratio {pair['ratio']}", flush=True)  # fmt: skip
+        old = f", before {r[BEFORE]['command_s']} s" if BEFORE in r else ""
+        print(
+            f"seed {seed}: ppomq {r[args.contender]['command_s']} s, "
+            f"SB3 {r[BASELINE]['command_s']} s, ratio {pair['ratio']}{old}",
+            flush=True,
+        )
     doc = {
         "benchmark": "e2e-whole-process",
         "command": "python -m benchmarks.e2e_whole_process "
@@ -212,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         "contender": args.contender,
         "target": args.target,
         "lock": args.lock,
+        "before_src": args.before_src,
         "load1_before_runs": load1,
         "load1_after_runs": round(os.getloadavg()[0], 2),
         "machine": {
