@@ -131,6 +131,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
     )
     resume(loop, ckpt)
     loop.publish(stop)
+    loop.checkpoint()  # a restart from here on always resumes, and its CSVs match the summary
     log.info("published version %d", loop.version)
     log.info("receiving rollouts on %s", settings.rollout_bind)
     receiver.start()

@@ -24,6 +24,7 @@ import psutil
 import pytest
 import redis
 
+from ppomq.rundir import SOLVE_WINDOW, read_csv
 from ppomq.weightserver.keys import RunKeys
 
 pytestmark = pytest.mark.slow
@@ -152,6 +153,15 @@ def _one_error_line(err: str) -> str:
     return lines[0]
 
 
+def _solved_at(rows: list[dict[str, float]], threshold: float) -> int | None:
+    """First env step where the mean of the last 20 episodes reached `threshold`."""
+    for i in range(SOLVE_WINDOW - 1, len(rows)):
+        window = rows[i - SOLVE_WINDOW + 1 : i + 1]
+        if sum(r["return"] for r in window) / SOLVE_WINDOW >= threshold:
+            return int(rows[i]["env_steps"])
+    return None
+
+
 def test_a_killed_learner_is_restarted_resumes_and_the_run_finishes(train):
     total = 40_000
     run = train("--actors", "2", "--total-steps", str(total), *SMALL)
@@ -173,6 +183,19 @@ def test_a_killed_learner_is_restarted_resumes_and_the_run_finishes(train):
     summary = json.loads((run.run_dir / "summary.json").read_text())
     assert summary["total_env_steps"] >= total
     assert summary["versions"] > before
+    assert summary["learner_restarts"] == 1
+    # The summary describes one run across both incarnations: its counters agree with the
+    # run dir's CSVs (cut back to the checkpoint on resume) and with each other.
+    rows = read_csv(run.run_dir / "episodes.csv")
+    steps = [r["env_steps"] for r in rows]
+    assert steps == sorted(steps), "episodes.csv holds a segment twice"
+    assert summary["episodes"] == len(rows)
+    assert summary["solved_at_env_steps"] == _solved_at(rows, summary["solve_threshold"])
+    assert sum(summary["policy_age_histogram"].values()) == summary["batches_accepted"]
+    assert summary["batches_accepted"] + sum(summary["batches_rejected"].values()) <= (
+        summary["batches_produced"]
+    )
+    assert summary["resumed_wall_s"] > 0
     log = (run.run_dir / "logs" / "learner.log").read_text()
     assert log.count("forked from ppomq zygote") == 2
     assert "resum" in log
