@@ -192,9 +192,8 @@ def test_a_killed_learner_is_restarted_resumes_and_the_run_finishes(train):
     assert summary["episodes"] == len(rows)
     assert summary["solved_at_env_steps"] == _solved_at(rows, summary["solve_threshold"])
     assert sum(summary["policy_age_histogram"].values()) == summary["batches_accepted"]
-    assert summary["batches_accepted"] + sum(summary["batches_rejected"].values()) <= (
-        summary["batches_produced"]
-    )
+    judged = summary["batches_accepted"] + sum(summary["batches_rejected"].values())
+    assert judged == summary["batches_produced"]  # no decode rejects in this run
     assert summary["resumed_wall_s"] > 0
     log = (run.run_dir / "logs" / "learner.log").read_text()
     assert log.count("forked from ppomq zygote") == 2
