@@ -39,18 +39,31 @@ def test_every_field_has_a_flag_and_a_description():
 
 def test_flags_parse_into_the_model():
     parser = argparse.ArgumentParser()
-    add_settings_arguments(parser, TrainSettings)
+    flags = add_settings_arguments(parser, TrainSettings)
     args = parser.parse_args(["--max-staleness", "3", "--no-anneal-lr", "--mode", "sync"])
-    s = load_settings(TrainSettings, vars(args))
+    s = load_settings(TrainSettings, flags(parsed_args=args)())
     assert s.anneal_lr is False and s.mode == "sync"
     assert s.max_staleness == 0  # sync mode is staleness 0 by definition
 
 
-def test_bad_value_is_one_line_naming_flag_and_variable():
+def test_unset_flags_leave_env_and_file_alone(tmp_path, monkeypatch):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("gamma = 0.9\nseed = 7\n[actor]\nnum_envs = 3\n")
+    monkeypatch.setenv("PPOMQ_ANNEAL_LR", "false")
+    parser = argparse.ArgumentParser()
+    flags = add_settings_arguments(parser, LearnerSettings)
+    args = parser.parse_args(["--config", str(cfg), "--seed", "9"])
+    s = load_settings(LearnerSettings, flags(parsed_args=args)(), args.config)
+    assert (s.gamma, s.seed, s.anneal_lr, s.num_envs) == (0.9, 9, False, 8)
+
+
+@pytest.mark.parametrize("flags", [{"gamma": 2.0}, {"gamma": "x"}, {"mode": "bogus"}])
+def test_bad_value_is_one_line_naming_flag_and_variable(flags):
     with pytest.raises(UsageError) as err:
-        load_settings(LearnerSettings, {"gamma": 2.0})
+        load_settings(LearnerSettings, flags)
     text = str(err.value)
-    assert "--gamma" in text and "PPOMQ_GAMMA" in text and "\n" not in text
+    flag, name = next(iter(flags)), next(iter(flags)).upper()
+    assert f"--{flag}" in text and f"PPOMQ_{name}" in text and "\n" not in text
 
 
 def test_more_staleness_than_versions_kept_is_refused():

@@ -10,7 +10,8 @@ import argparse
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from . import __version__
 from .errors import UsageError, UserError
@@ -29,6 +30,18 @@ COMMAND_MODULES = (
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, add_arguments: Callable[[Any], None] | None = None, **kw: Any):
+        super().__init__(*args, **kw)
+        self._add_arguments = add_arguments
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # A command's flags are built when that command is parsed (its --help included),
+        # not for every command on every start: pydantic-settings takes ~10 ms for train's.
+        if self._add_arguments:
+            add, self._add_arguments = self._add_arguments, None
+            add(self)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> None:  # one line, exit 2, as for every usage error
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import tomllib
-import types
-import typing
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDict
 
 from .errors import UsageError
 
@@ -262,24 +260,14 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
     progress: bool = Field(True, description="Show live progress on the terminal.")
 
 
-def _flag_type(annotation: Any) -> tuple[Any, list[str] | None]:
-    """argparse `type` and `choices` for a field annotation."""
-    origin = typing.get_origin(annotation)
-    if origin is Literal:
-        choices = list(typing.get_args(annotation))
-        return type(choices[0]), [str(c) for c in choices]
-    if origin in (types.UnionType, typing.Union):
-        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _flag_type(inner[0])
-    if origin in (list, tuple):
-        return str, None  # comma-separated; the model splits it
-    return annotation, None
+def add_settings_arguments(
+    parser: argparse.ArgumentParser, cls: type[BaseSettings]
+) -> CliSettingsSource[Any]:
+    """`--config` and one `--kebab-name` flag per field (`--x/--no-x` for a bool), each
+    documented with its variable and default; pydantic-settings' CLI source writes them.
 
-
-def add_settings_arguments(parser: argparse.ArgumentParser, cls: type[BaseSettings]) -> None:
-    """One `--kebab-name` flag per field, documented, with no argparse default.
-
-    Unset flags stay absent so that lower layers (env, config file, defaults) show through.
+    Unset flags stay absent, so that lower layers (env, config file, defaults) show through.
+    `source(parsed_args=args)()` gives the flags that were given, by field name.
     """
     parser.add_argument(
         "--config",
@@ -287,29 +275,16 @@ def add_settings_arguments(parser: argparse.ArgumentParser, cls: type[BaseSettin
         default=argparse.SUPPRESS,
         help="TOML file of settings (same names as the flags, with underscores).",
     )
-    for name, info in cls.model_fields.items():
-        flag = "--" + name.replace("_", "-")
-        kind, choices = _flag_type(info.annotation)
-        default = info.default
-        doc = f"{info.description or ''} [env {ENV_PREFIX}{name.upper()}; default: {default}]"
-        if kind is bool:
-            parser.add_argument(
-                flag,
-                dest=name,
-                action=argparse.BooleanOptionalAction,
-                default=argparse.SUPPRESS,
-                help=doc,
-            )
-        else:
-            parser.add_argument(
-                flag,
-                dest=name,
-                type=str if choices else kind,
-                choices=choices,
-                default=argparse.SUPPRESS,
-                metavar=None if choices else name.upper(),
-                help=doc,
-            )
+    return CliSettingsSource(
+        cls,
+        root_parser=parser,
+        cli_prog_name=parser.prog,
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_avoid_json=True,
+        cli_hide_none_type=True,
+        cli_show_env_vars=True,
+    )
 
 
 def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:

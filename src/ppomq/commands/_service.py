@@ -9,13 +9,6 @@ from typing import Any
 from ppomq.log import setup_logging
 from ppomq.settings import add_settings_arguments, load_settings
 
-_NOT_SETTINGS = {"func", "command"}
-
-
-def settings_from_args(cls: type, args: argparse.Namespace) -> Any:
-    flags = {k: v for k, v in vars(args).items() if k not in _NOT_SETTINGS}
-    return load_settings(cls, flags)
-
 
 def add_service_command(
     sub: Any,
@@ -30,12 +23,17 @@ def add_service_command(
 
     `settings_cls` and `run` are thunks so that heavy modules load only when used.
     """
-    parser = sub.add_parser(name, help=help, description=description)
-    cls = settings_cls()
-    add_settings_arguments(parser, cls)
+    flags: list[Any] = []  # the command's CLI settings source, built when the command is parsed
+    parser = sub.add_parser(
+        name,
+        help=help,
+        description=description,
+        add_arguments=lambda p: flags.append(add_settings_arguments(p, settings_cls())),
+    )
 
     def func(args: argparse.Namespace) -> int:
-        settings = settings_from_args(cls, args)
+        cls = settings_cls()
+        settings = load_settings(cls, flags[0](parsed_args=args)(), getattr(args, "config", None))
         setup_logging(settings.log_level, settings.log_json, service=name)
         return run(settings)
 
