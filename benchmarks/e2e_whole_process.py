@@ -41,7 +41,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.e2e import CONTENDERS, RESULTS, RunRecord, _Lock, availability, run_one
+from benchmarks.e2e import (
+    CONTENDED_CORES,
+    CONTENDERS,
+    RESULTS,
+    RunRecord,
+    _Lock,
+    availability,
+    run_one,
+)
 from ppomq.timeline import first_env_step_unix, last_update_unix, read_timeline
 
 BASELINE = "sb3"
@@ -181,6 +189,32 @@ def summarise(pairs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     }
 
 
+def _busy(pair: dict[str, Any]) -> bool:
+    return any((r.get("foreign_cpu_cores") or 0) > CONTENDED_CORES for r in pair["runs"].values())
+
+
+def _contention_lines(doc: dict[str, Any]) -> list[str]:
+    """Pairs during which other processes kept more than CONTENDED_CORES busy (the load
+    average counts our own runs too, so this is the figure to trust), and the median
+    ratio without them."""
+    busy = [p for p in doc["pairs"] if p["ok"] and _busy(p)]
+    if not busy:
+        return [f"No run had other processes busy above {CONTENDED_CORES} of a core.", ""]
+    calm = [p["ratio"] for p in doc["pairs"] if p["ok"] and not _busy(p)]
+    parts = []
+    for p in busy:
+        cores = ", ".join(
+            f"{LABELS.get(k, 'ppomq')} {r.get('foreign_cpu_cores')}" for k, r in p["runs"].items()
+        )
+        parts.append(f"seed {p['seed']} ({cores})")
+    return [
+        f"Other processes kept more than {CONTENDED_CORES} of a core busy (mean cores) "
+        f"during: {'; '.join(parts)}. Median ratio over the other {len(calm)} pairs: "
+        f"{_med(calm)}x.",
+        "",
+    ]
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     s, name = doc["summary"], doc["contender"]
     ok = [p for p in doc["pairs"] if p["ok"]]
@@ -202,6 +236,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"(goal <= {GOAL_RATIO}); ratio of the medians {s['ratio_of_medians']}x; "
         f"{s['ok_pairs']}/{s['pairs']} pairs solved by both.",
         "",
+        *_contention_lines(doc),
         f"ppomq overhead (command start to first env step, plus last update to exit), "
         f"median: **{s['ppomq_overhead_s']} s** (start-up {s['ppomq_startup_s']} s, "
         f"shutdown {s['ppomq_shutdown_s']} s, to the launcher's stop; goal < {GOAL_OVERHEAD_S} "
@@ -235,11 +270,17 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines += [f"| {k} | {v} |" for k, v in s["ppomq_phases_median_s"].items()]
     if s.get("before"):
         sb = s["before"]
+        calm_before = [
+            p["before"]["ratio"]
+            for p in doc["pairs"]
+            if p.get("before") and p["ok"] and not _busy(p)
+        ]
         lines += [
             "",
             f"The same pairs with the older ppomq ({doc['before_src']}) as a third run: "
-            f"median ratio to SB3 {sb['median_pair_ratio']}x, command {sb['command_s']} s, "
-            f"overhead to the prompt {sb['overhead_to_prompt_s']} s.",
+            f"median ratio to SB3 {sb['median_pair_ratio']}x (without the pairs above: "
+            f"{_med(calm_before)}x), command {sb['command_s']} s, overhead to the prompt "
+            f"{sb['overhead_to_prompt_s']} s.",
             "",
             "| seed | before (s) | ratio before | overhead to prompt before (s) |",
             "|---|---|---|---|",
@@ -250,6 +291,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             for p in doc["pairs"]
             if p.get("before")
         ]
+    if doc.get("note"):
+        lines += ["", doc["note"]]
     failed = [p for p in doc["pairs"] if not p["ok"]]
     if failed:
         lines += ["", "Pairs left out (a run failed or did not solve):", ""]
@@ -268,7 +311,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--before-src", default=None, help="an older checkout's src/ to run as a third contender"
     )
+    parser.add_argument("--note", default=None, help="a line for the report (how it was run)")
+    parser.add_argument("--render", type=Path, default=None, help="only re-render this JSON")
     args = parser.parse_args(argv)
+    if args.render is not None:
+        doc = json.loads(args.render.read_text())
+        if args.note:
+            doc["note"] = args.note
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "e2e_whole_process.json").write_text(json.dumps(doc, indent=2) + "\n")
+        (args.out / "e2e_whole_process.md").write_text(render_markdown(doc))
+        return 0
     for who in (args.contender, BASELINE):
         why = availability(CONTENDERS[who], None)
         if why:
@@ -297,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         "target": args.target,
         "lock": args.lock,
         "before_src": args.before_src,
+        "note": args.note,
         "load1_before_runs": load1,
         "load1_after_runs": round(os.getloadavg()[0], 2),
         "machine": {
