@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import tables
 from .errors import NotFoundError, UsageError
 from .rundir import SOLVE_WINDOW
 
@@ -264,16 +265,8 @@ def table_rows(ma: dict[str, Any], mb: dict[str, Any]) -> list[tuple[str, str, s
 
 
 def format_table(ma: dict[str, Any], mb: dict[str, Any]) -> str:
-    rows = [("", f"A: {ma['label']}", f"B: {mb['label']}", "B/A"), *table_rows(ma, mb)]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = []
-    for n, r in enumerate(rows):
-        lines.append(
-            f"{r[0]:<{widths[0]}}  {r[1]:>{widths[1]}}  {r[2]:>{widths[2]}}  {r[3]:>{widths[3]}}"
-        )
-        if n == 0:
-            lines.append("-" * len(lines[0]))
-    return "\n".join(lines)
+    headers = ("", f"A: {ma['label']}", f"B: {mb['label']}", "B/A")
+    return tables.format_table(headers, table_rows(ma, mb), right={1, 2, 3}, rule=True)
 
 
 # --------------------------------------------------------------------------------------

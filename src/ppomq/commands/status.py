@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ppomq.errors import NotFoundError
+from ppomq.tables import print_table
 
 DEFAULT_FORGET_AFTER_S = 60.0
 
@@ -113,12 +114,15 @@ def _run(args: argparse.Namespace) -> int:
     )
     print(f"rejects by reason: {status['rejects'] or 'none'}")
     print(f"{len(status['actors'])} live actor(s)")
-    print(f"{'actor':<28}{'last seen':>11}{'policy v':>10}{'age':>5}{'batches':>9}")
-    for a in status["actors"]:
-        print(
-            f"{a['actor_id']:<28}{a['last_seen_s_ago']:>9.1f} s{a['policy_version']:>10}"
-            f"{a['policy_age']:>5}{a['batches']:>9}"
-        )
+    print_table(
+        ["actor", "last seen", "policy v", "age", "batches"],
+        [
+            [a["actor_id"], f"{a['last_seen_s_ago']:.1f} s", a["policy_version"],
+             a["policy_age"], a["batches"]]
+            for a in status["actors"]
+        ],
+        right={1, 2, 3, 4},
+    )  # fmt: skip
     if status["hidden_actors"]:
         print(
             f"{len(status['hidden_actors'])} actor(s) not heard from for > "

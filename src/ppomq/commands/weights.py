@@ -13,11 +13,12 @@ import datetime as dt
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UsageError, UserError
 from ..settings import CommonSettings, RedisSettings, load_settings
+from ..tables import print_table
 
 if TYPE_CHECKING:
     import numpy as np
@@ -158,19 +159,6 @@ def _emit_json(doc: Any) -> None:
     sys.stdout.write("\n")
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: set[int]) -> str:
-    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = []
-    for row in cells:
-        parts = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(parts).rstrip())
-    return "\n".join(lines)
-
-
 def _size(n: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -249,7 +237,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 ]
             )
         headers = ["VERSION", "CREATED (UTC)", "LEARNER_STEP", "ENV_STEPS", "PARAMS", "SIZE"]
-        print(_table([*headers, "SHA256", "FLAGS"], table, right={0, 2, 3, 4, 5}))
+        print_table([*headers, "SHA256", "FLAGS"], table, right={0, 2, 3, 4, 5})
         return 0
 
     return _run(args, body)
@@ -299,7 +287,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         rows.append(
             ["total", "", "", total, _num(math.sqrt(sum(t["l2_norm"] ** 2 for t in tensors)))]
         )
-        print(_table(["TENSOR", "SHAPE", "DTYPE", "NUMEL", "L2_NORM"], rows, right={3, 4}))
+        print_table(["TENSOR", "SHAPE", "DTYPE", "NUMEL", "L2_NORM"], rows, right={3, 4})
         return 0
 
     return _run(args, body)
@@ -361,7 +349,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             table.append([r["name"], shape, _num(r["l2_distance"]), rel, ""])
         rel = "n/a" if total_rel is None else f"{100 * total_rel:.4g}%"
         table.append(["total", "", _num(total_dist), rel, ""])
-        print(_table(["TENSOR", "SHAPE", "L2_DISTANCE", "REL_CHANGE", "NOTE"], table, right={2, 3}))
+        print_table(["TENSOR", "SHAPE", "L2_DISTANCE", "REL_CHANGE", "NOTE"], table, right={2, 3})
         return 0
 
     return _run(args, body)
