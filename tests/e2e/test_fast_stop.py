@@ -53,9 +53,11 @@ def test_a_run_stopping_at_its_target_leaves_every_file_and_a_full_timeline(tmp_
     t = read_timeline(run_dir)
     assert t is not None
     order = ["command start", "launcher start", "redis ready", "zygote ready",
-             "children forked", "first env step", "last update", "learner exited",
-             "children exited", "zygote stopped", "redis stopped", "exit"]  # fmt: skip
+             "first env step", "last update", "learner exited", "children exited",
+             "zygote stopped", "redis stopped", "exit"]  # fmt: skip
     assert [t[k] for k in order] == sorted(t[k] for k in order), t
+    # (An actor may step before the launcher, descheduled, marks its last fork.)
+    assert t["zygote ready"] <= t["children forked"] <= t["children exited"], t
     for name in ("weightserver", "actor-0", "actor-1"):
         assert f"{name} exited" in t
     assert t["overhead_s"] == pytest.approx(t["startup_s"] + t["shutdown_s"], abs=0.002)
