@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 from PIL import Image
 
@@ -48,6 +50,39 @@ def test_timeline_without_children_still_closes_its_log(tmp_path: Path):
     tl = Timeline(tmp_path / "launcher.log", start=time.time())
     doc = tl.finish(tmp_path)
     assert "exit" in doc and "overhead_s" not in doc
+
+
+def test_watch_child_follows_restarts_and_keeps_the_last_exit(tmp_path: Path):
+    class Proc:  # a sentinel that becomes readable (EOF) when `end` is called
+        def __init__(self) -> None:
+            self.sentinel, self._w = os.pipe()
+
+        def end(self) -> None:
+            os.close(self._w)
+
+    child = SimpleNamespace(proc=None)
+    tl = Timeline(tmp_path / "launcher.log", start=time.time())
+    tl.watch_child("learner exited", child)
+    first = Proc()
+    child.proc = first
+    first.end()
+    _wait_for(lambda: "learner exited" in tl.marks)
+    crashed_at = tl.marks["learner exited"]
+    second = Proc()
+    child.proc = second  # restarted
+    time.sleep(0.2)
+    second.end()
+    _wait_for(lambda: tl.marks["learner exited"] > crashed_at)
+    tl.finish(tmp_path)
+    for proc in (first, second):
+        os.close(proc.sentinel)
+
+
+def _wait_for(cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
 
 
 def test_nice_ticks_are_round_and_cover_the_range():

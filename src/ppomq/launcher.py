@@ -237,7 +237,7 @@ class Launcher:
             if i == 0:  # the first fork waits for the server's imports: now it is ready
                 self.timeline.mark("zygote ready")
         self.timeline.mark("children forked")
-        self.timeline.watch_exit("learner exited", self.learner.proc)
+        self.timeline.watch_child("learner exited", self.learner)
 
     def supervise(self, progress: Any = None) -> int:
         """Watch the children and Redis until the learner finishes; restart what crashes.

@@ -56,9 +56,10 @@ class Timeline:
         self._fh: TextIO | None = open(path, "a")  # noqa: SIM115 (closed in finish)
         self.mark("command start", self.t0)
 
-    def mark(self, phase: str, at: float | None = None) -> None:
-        if phase in self.marks:
-            return  # the first time counts
+    def mark(self, phase: str, at: float | None = None, *, again: bool = False) -> None:
+        """Note `phase` at `at` (now); the first time counts unless `again`."""
+        if phase in self.marks and not again:
+            return
         at = time.time() if at is None else at
         with self._lock:  # the exit watchers mark from their own threads
             self.marks[phase] = at
@@ -78,6 +79,29 @@ class Timeline:
             self.mark(phase)
 
         threading.Thread(target=_watch, name=f"timeline-{phase}", daemon=True).start()
+
+    def watch_child(self, phase: str, child: Any) -> None:
+        """Mark `phase` each time `child.proc` exits, following restarts (a launcher Child
+        gets a new proc each time): the last exit counts, the one a shutdown waits for."""
+        from multiprocessing.connection import wait
+
+        def _watch() -> None:
+            while not self.finished:
+                proc = child.proc
+                if proc is None:
+                    time.sleep(0.1)  # not started yet
+                    continue
+                if not wait([proc.sentinel], timeout=0.5):
+                    continue
+                self.mark(phase, again=True)
+                while child.proc is proc and not self.finished:
+                    time.sleep(0.1)  # exited for good, or until its restart
+
+        threading.Thread(target=_watch, name=f"timeline-{phase}", daemon=True).start()
+
+    @property
+    def finished(self) -> bool:
+        return self._fh is None or self._fh.closed
 
     def finish(self, run_dir: Path) -> dict[str, Any]:
         """Add the children's phases, write the timeline line, close the log; returns it."""
