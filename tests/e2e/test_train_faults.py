@@ -356,15 +356,16 @@ def test_the_binds_given_are_the_ones_used_and_settings_json_is_what_children_go
 
 
 def test_duration_s_ends_the_run_even_when_the_learner_cannot(train):
-    run = train("--actors", "1", "--total-steps", "0", "--duration-s", "3", *SMALL)
+    run = train("--actors", "1", "--total-steps", "0", "--duration-s", "6", *SMALL)
     try:
         run.started()
         learner = _wait_for("the learner", lambda: run.named("learner"))
-        _wait_for("version 1", lambda: run.latest() >= 1)
-        learner.suspend()  # SIGSTOP: its own --duration-s check can no longer run
+        # SIGSTOP as soon as it exists (on a loaded machine, waiting for its first version
+        # could outlast its own --duration-s): its own deadline check can no longer run.
+        learner.suspend()
         assert run.proc.stdout is not None
-        for line in run.proc.stdout:  # the launcher's own deadline: 3 s + grace
-            if "--duration-s 3 passed" in line:
+        for line in run.proc.stdout:  # the launcher's own deadline: 6 s + grace
+            if "--duration-s 6 passed" in line:
                 break
         learner.resume()  # now it can take the warm stop the launcher sent
         code, out, err = run.finish()
