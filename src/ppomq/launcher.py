@@ -9,6 +9,8 @@ progress line read from the learner's Redis status.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import signal
@@ -423,6 +425,11 @@ class Launcher:
             mark("redis stopped")
         if timeline is not None:
             timeline.finish(self.run_dir)
+        # At exit Python's last garbage collections walk every object this process holds
+        # (pydantic, gymnasium, numpy, redis...): ~0.1 s of `ppomq train`'s ~0.35 s from the
+        # last update to the prompt. Frozen, they are skipped. At exit only, so a Launcher
+        # used inside another program changes nothing there.
+        atexit.register(gc.freeze)
 
 
 def _exit_text(code: int) -> str:

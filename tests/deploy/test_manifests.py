@@ -299,6 +299,11 @@ def _workload_containers(docs: list[dict]):
                 yield d, c
 
 
+def _is_ppomq(container: dict) -> bool:
+    """A container of the ppomq image (`[REGISTRY/]ppomq[-cuda][:TAG]`)."""
+    return container["image"].rsplit("/", 1)[-1].split(":")[0] in ("ppomq", "ppomq-cuda")
+
+
 def _container_env(docs: list[dict], container: dict) -> dict[str, str]:
     maps = _by_kind(docs, "ConfigMap")
     env: dict[str, str] = {}
@@ -324,7 +329,7 @@ def test_k8s_ppomq_containers_set_only_their_settings_and_ports_match(rendered):
     subcommands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     settings = {}
     for workload, c in _workload_containers(docs):
-        if not c["image"].startswith("ppomq"):
+        if not _is_ppomq(c):
             continue
         sub = c["args"][0]
         assert sub in subcommands and sub == workload["metadata"]["name"]
@@ -383,7 +388,9 @@ def test_k8s_workloads_shape_probes_resources_and_security(rendered):
     deployments = _by_kind(docs, "Deployment")
     assert deployments["learner"]["spec"]["strategy"]["type"] == "Recreate"
     assert deployments["weightserver"]["spec"]["replicas"] == 2
-    assert "replicas" in deployments["actor"]["spec"]
+    # With the HPA the count is the HPA's: no `replicas` for each apply to reset it to.
+    has_hpa = "HorizontalPodAutoscaler" in {d["kind"] for d in docs}
+    assert ("replicas" in deployments["actor"]["spec"]) != has_hpa
     assert _by_kind(docs, "StatefulSet")["redis"]["spec"]["volumeClaimTemplates"]
     assert "learner-runs" in _by_kind(docs, "PersistentVolumeClaim")
     assert {"redis", "learner", "weightserver"} <= set(_by_kind(docs, "Service"))
@@ -488,9 +495,145 @@ def test_k8s_network_policies_isolate_redis_and_actors(rendered):
     for other in components:
         assert not can_connect(pod("actor"), pod(other), 9100)
         assert not can_connect(pod("actor"), pod(other), 6379)
+    # DNS: kube-dns, and NodeLocal DNSCache (a link-local address on the node, which no
+    # selector matches: the rule must name ports only) on 53, and CoreDNS on 5353.
+    node_local = {"labels": {}, "namespace": "<node 169.254.20.10>"}
     for c in ("actor", "learner", "weightserver"):
-        assert _allowed(policies, "Egress", pod(c)["labels"], dns, 53)
+        for port in (53, 5353):
+            assert _allowed(policies, "Egress", pod(c)["labels"], dns, port)
+            assert _allowed(policies, "Egress", pod(c)["labels"], node_local, port)
+        assert not _allowed(policies, "Egress", pod(c)["labels"], node_local, 443)
     assert not _allowed(policies, "Egress", pod("redis")["labels"], dns, 53)
+
+
+# Kinds without a namespace; everything else an overlay renders must land in `ppomq`.
+CLUSTER_SCOPED = {"Namespace", "StorageClass", "ClusterRole", "ClusterRoleBinding",
+                  "PriorityClass", "PersistentVolume"}  # fmt: skip
+
+
+def test_k8s_every_namespaced_object_is_in_the_ppomq_namespace(rendered):
+    # A component's objects (the HPA) do not get the base's namespace: overlays set it.
+    name, docs = rendered
+    wrong = [
+        f"{d['kind']}/{d['metadata']['name']}: {d['metadata'].get('namespace')}"
+        for d in docs
+        if d["kind"] not in CLUSTER_SCOPED and d["metadata"].get("namespace") != "ppomq"
+    ]
+    assert not wrong, f"{name}: {wrong}"
+
+
+def _overlay(name: str) -> dict:
+    return yaml.safe_load((REPO / "k8s" / "overlays" / name / "kustomization.yaml").read_text())
+
+
+def test_k8s_every_image_is_set_by_the_overlays_images_entry(rendered):
+    """`kustomize edit set image` changes what runs: every image comes from `images:`,
+    with an explicit tag (no `latest`), and a real cluster's overlay names a registry."""
+    name, docs = rendered
+    entries = _overlay(name)["images"]
+    by_name = {e["name"]: e for e in entries}
+    assert {"ppomq", "redis"} <= set(by_name), name
+    made = {f"{e.get('newName', e['name'])}:{e['newTag']}" for e in entries}
+    for workload, c in _workload_containers(docs):
+        where = f"{name}/{workload['metadata']['name']}"
+        assert c["image"] in made, f"{where}: {c['image']} is not set by `images:`"
+        assert not c["image"].endswith(":latest"), where
+        if name == "gpu-learner" and _is_ppomq(c):
+            assert "/" in c["image"].split(":")[0], f"{where}: no registry in {c['image']}"
+    if name == "gpu-learner":
+        learner = _by_kind(docs, "Deployment")["learner"]["spec"]["template"]["spec"]
+        assert learner["containers"][0]["image"].endswith(by_name["ppomq-cuda"]["newTag"])
+    for e in entries:  # every entry is used (a misspelt name would set nothing)
+        assert any(
+            c["image"] == f"{e.get('newName', e['name'])}:{e['newTag']}"
+            for _, c in _workload_containers(docs)
+        ), e
+
+
+def test_k8s_hpa_targets_a_workload_of_the_same_render_without_fixed_replicas(rendered):
+    name, docs = rendered
+    for hpa in _by_kind(docs, "HorizontalPodAutoscaler").values():
+        ref = hpa["spec"]["scaleTargetRef"]
+        ns = hpa["metadata"]["namespace"]
+        targets = [
+            d for d in docs
+            if d["kind"] == ref["kind"] and d["metadata"]["name"] == ref["name"]
+            and d["metadata"].get("namespace") == ns and d["apiVersion"] == ref["apiVersion"]
+        ]  # fmt: skip
+        assert len(targets) == 1, f"{name}: HPA {ns}/{hpa['metadata']['name']} targets nothing"
+        assert "replicas" not in targets[0]["spec"], f"{name}: fixed replicas fight the HPA"
+        # Not CPU or memory: a busy actor is not a useful one (k8s/components/actor-hpa).
+        assert {m["type"] for m in hpa["spec"]["metrics"]} == {"External"}
+        assert "replicas" not in _overlay(name), name
+
+
+def test_k8s_redis_statefulset_has_a_headless_service_and_a_memory_cap(rendered):
+    name, docs = rendered
+    redis = _by_kind(docs, "StatefulSet")["redis"]
+    service = _by_kind(docs, "Service")[redis["spec"]["serviceName"]]
+    assert service["spec"].get("clusterIP") == "None", f"{name}: governing Service not headless"
+    assert _selects(service["spec"]["selector"], redis["spec"]["template"]["metadata"]["labels"])
+    (c,) = redis["spec"]["template"]["spec"]["containers"]
+    args = c["args"]
+    maxmemory = args[args.index("--maxmemory") + 1]
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
+    m = re.fullmatch(r"(\d+)mb", maxmemory)
+    limit = c["resources"]["limits"]["memory"]
+    assert m and limit.endswith("Gi"), (maxmemory, limit)
+    # Room under the container limit for the AOF rewrite's fork and client buffers.
+    assert int(m.group(1)) * 2**20 <= 0.75 * float(limit[:-2]) * 2**30
+
+
+def _render_with(tmp_path, kustomization: str, files: dict[str, str]) -> list[dict]:
+    """Render a scratch overlay over a copy of k8s/ (kustomize loads no file outside the
+    kustomization's root, so the scratch overlay sits beside the real ones)."""
+    exe = tool("kubectl")
+    if exe is None:
+        pytest.skip("KUBECTL NOT FOUND: the k8s knobs were NOT rendered")
+    import shutil
+
+    root = tmp_path / "k8s"
+    shutil.copytree(REPO / "k8s", root)
+    overlay = root / "overlays" / "scratch"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(kustomization)
+    for fname, text in files.items():
+        (overlay / fname).write_text(text)
+    res = _run([exe, "kustomize", str(overlay)])
+    assert res.returncode == 0, res.stderr
+    return [d for d in yaml.safe_load_all(res.stdout) if d]
+
+
+def test_k8s_storage_class_knob_names_the_class_of_every_claim(tmp_path):
+    docs = _render_with(
+        tmp_path,
+        "resources: [../gpu-learner, storage-class.yaml]\n"
+        "components: [../../components/storage-class]\n",
+        {
+            "storage-class.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n"
+            "  name: ppomq-storage-class\n"
+            "  annotations: {config.kubernetes.io/local-config: 'true'}\n"
+            "data: {storageClassName: fast-ssd}\n"
+        },
+    )
+    claims = [d["spec"] for d in docs if d["kind"] == "PersistentVolumeClaim"]
+    claims += [t["spec"] for d in docs if d["kind"] == "StatefulSet"
+               for t in d["spec"]["volumeClaimTemplates"]]  # fmt: skip
+    assert len(claims) == 2 and all(c["storageClassName"] == "fast-ssd" for c in claims)
+    assert "ppomq-storage-class" not in _by_kind(docs, "ConfigMap")  # read, not applied
+
+
+def test_k8s_dns_knob_narrows_dns_to_kube_dns(tmp_path):
+    docs = _render_with(
+        tmp_path,
+        "resources: [../local]\ncomponents: [../../components/dns-kube-dns-only]\n",
+        {},
+    )
+    policies = list(_by_kind(docs, "NetworkPolicy").values())
+    actor = {"app.kubernetes.io/name": "ppomq", "app.kubernetes.io/component": "actor"}
+    dns = {"labels": {"k8s-app": "kube-dns"}, "namespace": "kube-system"}
+    assert _allowed(policies, "Egress", actor, dns, 53)
+    assert not _allowed(policies, "Egress", actor, {"labels": {}, "namespace": "x"}, 53)
 
 
 def test_k8s_redis_files_are_copies_of_deploy_redis():
