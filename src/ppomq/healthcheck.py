@@ -3,7 +3,14 @@
 One probe for the image's HEALTHCHECK, compose healthchecks and Kubernetes exec probes.
 It reads the same `PPOMQ_*` settings as the service, so probe and service agree on ports:
 
-- learner: its rollout port (`PPOMQ_ROLLOUT_BIND`) accepts a TCP connection;
+- learner: its rollout port (`PPOMQ_ROLLOUT_BIND`) accepts a TCP connection; with
+  `--stalled-after SECONDS` (the Kubernetes liveness probe) also that it is making progress:
+  the status it writes to Redis after every update (`updated_at`, what `ppomq status`
+  reads) is no older than SECONDS, counted from the learner's own start at the earliest
+  (`--pid`, default 1: a container's PID 1), so a learner just (re)started has SECONDS to
+  train its first update. A learner that no actor feeds makes no progress either: a restart
+  is a warm stop and a resume, so SECONDS should be well above a normal gap. Redis out of
+  reach passes (restarting the learner would not bring it back; its own clients retry);
 - weightserver: it answers a ping on `PPOMQ_BIND` for the same `PPOMQ_RUN_ID`;
 - actor: its Prometheus `/metrics` answers (`PPOMQ_METRICS_PORT`); with the port off an
   actor has nothing to ask, and the probe says so and passes.
@@ -14,11 +21,19 @@ what a container's HEALTHCHECK needs. Exit 0 healthy, 1 not, 2 usage; one line o
 
 from __future__ import annotations
 
+import argparse
+import json
+import os
 import socket
 import sys
+import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ppomq.settings import LearnerSettings
 
 SERVICES = ("learner", "weightserver", "actor")
 TIMEOUT_S = 3.0
@@ -51,7 +66,56 @@ def local_address(endpoint: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def check_learner() -> str:
+def process_start_time(pid: int) -> float | None:
+    """When process `pid` started (epoch seconds, to about a second), or None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        ticks = int(stat.rpartition(")")[2].split()[19])  # field 22: starttime, in ticks
+        btime = next(
+            int(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return btime + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def check_progress(settings: LearnerSettings, stalled_after_s: float, pid: int) -> str:
+    """Unhealthy when the learner's status in Redis is older than `stalled_after_s`,
+    counting from the learner's start at the earliest."""
+    from ppomq.redis_util import REDIS_FAILURES, make_redis
+    from ppomq.weightserver.keys import RunKeys
+
+    run_id = settings.run_id
+    client = make_redis(settings.redis_url, timeout_s=TIMEOUT_S)
+    try:
+        raw = client.get(RunKeys(run_id).stats)
+    except REDIS_FAILURES as exc:
+        return f"progress not checked (Redis: {type(exc).__name__})"
+    finally:
+        client.close()
+    updated_at = None
+    if raw is not None:
+        try:
+            updated_at = float(json.loads(raw)["updated_at"])
+        except (ValueError, KeyError, TypeError):
+            updated_at = None
+    started = process_start_time(pid)
+    since = max(t for t in (updated_at, started, 0.0) if t is not None)
+    if since == 0.0:
+        return "progress not checked (no status in Redis, learner start unknown)"
+    idle = time.time() - since
+    what = "its last update" if since == updated_at else "its start, with no update since"
+    if idle > stalled_after_s:
+        raise Unhealthy(
+            f"learner of run {run_id!r} made no progress for {idle:.0f} s since {what} "
+            f"(limit {stalled_after_s:.0f} s)"
+        )
+    return f"progress {idle:.0f} s ago ({what})"
+
+
+def check_learner(stalled_after_s: float | None = None, pid: int = 1) -> str:
     from ppomq.settings import LearnerSettings, load_settings
 
     settings = load_settings(LearnerSettings)
@@ -61,7 +125,10 @@ def check_learner() -> str:
             pass
     except OSError as exc:
         raise Unhealthy(f"learner rollout port {host}:{port} refused: {exc}") from None
-    return f"learner accepts rollouts on {host}:{port}"
+    done = f"learner accepts rollouts on {host}:{port}"
+    if stalled_after_s is not None:
+        done += "; " + check_progress(settings, stalled_after_s, pid)
+    return done
 
 
 def check_weightserver() -> str:
@@ -109,9 +176,25 @@ def check_actor() -> str:
 CHECKS = {"learner": check_learner, "weightserver": check_weightserver, "actor": check_actor}
 
 
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m ppomq.healthcheck")
+    parser.add_argument("service", nargs="?", help="|".join(SERVICES) + " (default: PID 1's)")
+    parser.add_argument(
+        "--stalled-after",
+        type=float,
+        metavar="SECONDS",
+        help="learner: also unhealthy when it has not finished an update for this long",
+    )
+    parser.add_argument("--pid", type=int, default=1, help="the learner's pid (default 1)")
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    service = args[0] if args else None
+    try:
+        opts = _parse(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as exc:  # argparse has printed its one-line usage error
+        return int(exc.code or 0)
+    service = opts.service
     if service is None:
         try:
             raw = Path("/proc/1/cmdline").read_bytes()
@@ -125,8 +208,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if opts.stalled_after is not None and (service != "learner" or opts.stalled_after <= 0):
+        print("usage: --stalled-after takes seconds > 0 and applies to the learner only",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
-        print(CHECKS[service]())
+        if service == "learner":
+            print(check_learner(opts.stalled_after, opts.pid))
+        else:
+            print(CHECKS[service]())
     except Unhealthy as exc:
         print(f"unhealthy: {exc}")
         return 1

@@ -408,6 +408,11 @@ def test_k8s_workloads_shape_probes_resources_and_security(rendered):
             cmd = c.get(probe, {}).get("exec", {}).get("command", [])
             if cmd[:3] == ["python", "-m", "ppomq.healthcheck"]:
                 assert cmd[3] == workload["metadata"]["name"], where
+    # The learner's liveness is progress (its status in Redis advancing), not an open port.
+    live = deployments["learner"]["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+    cmd = live["exec"]["command"]
+    stalled = float(cmd[cmd.index("--stalled-after") + 1])
+    assert stalled >= 300 and live["timeoutSeconds"] >= 5
     gpu = deployments["learner"]["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert (gpu["limits"].get("nvidia.com/gpu") == 1) == (name == "gpu-learner")
     assert ("HorizontalPodAutoscaler" in {d["kind"] for d in docs}) == (name == "gpu-learner")

@@ -53,6 +53,47 @@ def test_learner_is_healthy_only_while_its_rollout_port_accepts():
     assert res.returncode == 0, res.stdout
 
 
+def test_learner_liveness_fails_when_its_status_in_redis_stops_advancing(redis_url):
+    """`--stalled-after`: the k8s liveness probe. Progress is the `updated_at` of the status
+    the learner writes after each update, counted from the learner's start at the latest."""
+    import json
+
+    import redis
+
+    port = free_port()
+    env = {"PPOMQ_ROLLOUT_BIND": f"tcp://*:{port}", "PPOMQ_REDIS_URL": redis_url,
+           "PPOMQ_RUN_ID": "live"}  # fmt: skip
+    no_such_pid = "999999999"  # start unknown: the status alone decides
+    client = redis.Redis.from_url(redis_url)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        probe = ("learner", "--stalled-after", "60", "--pid", no_such_pid)
+        res = _probe(*probe, **env)  # no status yet, start unknown: nothing to hold against
+        assert res.returncode == 0 and "not checked" in res.stdout, res.stdout
+        client.set("ppomq:live:stats", json.dumps({"version": 7, "updated_at": time.time()}))
+        res = _probe(*probe, **env)
+        assert res.returncode == 0, res.stdout
+        client.set("ppomq:live:stats", json.dumps({"version": 7, "updated_at": time.time() - 300}))
+        res = _probe(*probe, **env)
+        assert res.returncode == 1 and "no progress for 300 s" in res.stdout, res.stdout
+        # A learner (re)started since then has its own SECONDS before it must have updated.
+        young = subprocess.Popen(["sleep", "30"])
+        try:
+            res = _probe("learner", "--stalled-after", "60", "--pid", str(young.pid), **env)
+        finally:
+            young.kill()
+            young.wait()
+        assert res.returncode == 0 and "its start" in res.stdout, res.stdout
+        # Redis out of reach: not the learner's fault, and a restart would not fix it.
+        down = env | {"PPOMQ_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"}
+        res = _probe(*probe, **down)
+        assert res.returncode == 0 and "not checked" in res.stdout, res.stdout
+    # ...but the port check still comes first.
+    assert _probe(*probe, **env).returncode == 1
+    assert _probe("actor", "--stalled-after", "60").returncode == 2
+
+
 def test_actor_is_probed_on_its_metrics_port():
     port = free_port()
     assert _probe("actor", PPOMQ_METRICS_PORT=str(port)).returncode == 1
