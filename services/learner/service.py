@@ -26,7 +26,7 @@ from ppomq.metrics import LearnerMetrics
 from ppomq.policy import ActorCritic, load_numpy_state, model_spec_for
 from ppomq.proto import RolloutBatch
 from ppomq.proto.weights import unpack_tensors
-from ppomq.redis_util import connect_redis
+from ppomq.redis_util import wait_for_redis
 from ppomq.rundir import RunRecorder
 from ppomq.service_shell import service_shell
 from ppomq.settings import LearnerSettings, settings_snapshot
@@ -81,7 +81,9 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
         max_bytes=settings.max_message_bytes,
     )
     _check_port_free(settings.rollout_bind)
-    redis = connect_redis(settings.redis_url)
+    # Redis may come up after the learner (a pod started first): wait, bounded and logged,
+    # rather than exit 4 and crash-loop.
+    redis = wait_for_redis(settings.redis_url)
     store = WeightStore(redis, settings.run_id, keep_versions=settings.keep_versions)
 
     policy = ActorCritic(model_spec_for(spec, settings.hidden))

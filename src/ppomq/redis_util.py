@@ -8,8 +8,10 @@ missing ACL permission all read the same: what failed, where, and what to do abo
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
@@ -120,6 +122,44 @@ def connect_redis(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
     return client
 
 
+# How long a service waits at start for a Redis that is not up yet (on Kubernetes the
+# learner's pod can start before Redis' pod is ready): then it exits 4, in one line.
+START_WAIT_S = 120.0
+_log = logging.getLogger("ppomq.redis")
+
+
+def wait_for_redis(
+    url: str, *, wait_s: float = START_WAIT_S, timeout_s: float = 5.0
+) -> redis.Redis:
+    """`connect_redis` for a service's start: while Redis refuses connections or is still
+    loading its data, retry with backoff (0.5 s doubling to 5 s), one log line per try, for
+    at most `wait_s`; then the one-line `RedisUnavailableError`. Wrong credentials and
+    missing ACL permissions fail at once: waiting would not fix them. The CLI verbs keep
+    `connect_redis`, which fails fast."""
+    client = make_redis(url, timeout_s=timeout_s)
+    deadline = time.monotonic() + wait_s
+    delay = 0.5
+    while True:
+        try:
+            client.ping()
+            return client
+        except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError,
+                redis.exceptions.NoPermissionError) as exc:  # fmt: skip
+            raise RedisUnavailableError(describe_redis_error(exc, url)) from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RedisUnavailableError(
+                    f"{describe_redis_error(exc, url)} (waited {wait_s:.0f} s)"
+                ) from None
+            pause = min(delay, left)
+            _log.warning("Redis at %s is not up yet (%s); retrying in %.1f s (giving up in "
+                         "%.0f s)", redact_url(url), str(exc).splitlines()[0] if str(exc)
+                         else type(exc).__name__, pause, left)  # fmt: skip
+            time.sleep(pause)
+            delay = min(delay * 2, 5.0)
+
+
 __all__ = [
     "REDIS_FAILURES",
     "connect_redis",
@@ -128,4 +168,5 @@ __all__ = [
     "redact_url",
     "redis_errors",
     "redis_server_binary",
+    "wait_for_redis",
 ]
