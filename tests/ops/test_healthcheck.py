@@ -4,6 +4,7 @@ those run it (a subprocess with PPOMQ_* settings) against real sockets."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def test_learner_liveness_fails_when_its_status_in_redis_stops_advancing(redis_u
         assert res.returncode == 0, res.stdout
         client.set("ppomq:live:stats", json.dumps({"version": 7, "updated_at": time.time() - 300}))
         res = _probe(*probe, **env)
-        assert res.returncode == 1 and "no progress for 300 s" in res.stdout, res.stdout
+        assert res.returncode == 1 and re.search(r"no progress for 3\d\d s", res.stdout), res.stdout
         # A learner (re)started since then has its own SECONDS before it must have updated.
         young = subprocess.Popen(["sleep", "30"])
         try:
