@@ -62,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and any("://" in a and "@" in a for a in sys.argv):
+        from .redis_util import hide_secrets_in_title
+
+        hide_secrets_in_title()  # `ps` shows --redis-url and the like without the password
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -201,16 +201,17 @@ class Launcher:
             metrics_port=port0 + 1 if port0 else 0,
         )
         learner = _subset(s, LearnerSettings, rollout_bind=rollout_bind, **common)
+        # Secrets redacted (the Redis password too): the run dir is shared, e.g. with TensorBoard.
         (self.run_dir / "settings.json").write_text(
             json.dumps(
-                {
-                    **settings_snapshot(s),
-                    "redis_url": redis_url,
-                    "rollout_bind": rollout_bind,
-                    "weightserver_bind": weights_bind,
-                    "rollout_port": _port_of(rollout_bind),
-                    "weights_port": _port_of(weights_bind),
-                },
+                settings_snapshot(
+                    s,
+                    redis_url=redis_url,
+                    rollout_bind=rollout_bind,
+                    weightserver_bind=weights_bind,
+                    rollout_port=_port_of(rollout_bind),
+                    weights_port=_port_of(weights_bind),
+                ),
                 indent=2,
             )
             + "\n"

@@ -10,10 +10,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shutil
 import time
-from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 
@@ -22,18 +24,69 @@ from .errors import RedisUnavailableError, UsageError
 ACL_HINT = "see deploy/redis/users.acl"
 
 
+REDACTED = "***"
+# Query parameters that carry a secret (redis-py reads `?password=`).
+_SECRET_QUERY = frozenset({"password", "pass", "passwd", "secret", "token", "key"})
+# user:password@ in any scheme://, wherever it stands in a text (a flag, a log line).
+_URL_PASSWORD = re.compile(r"(?P<pre>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/]*(?=@)")
+_QUERY_SECRET = re.compile(
+    r"(?P<pre>[?&](?:" + "|".join(sorted(_SECRET_QUERY)) + r")=)[^&#\s]*", re.IGNORECASE
+)
+
+
 def redact_url(url: str) -> str:
-    """`url` with any password replaced by `***`, safe to print and log."""
+    """`url` with any password (user:password@, ?password=) replaced by `***`, safe to
+    print, log and write to disk."""
     try:
         parts = urlsplit(url)
+        port = parts.port
     except ValueError:
         return "<unparsable url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"  # an IPv6 literal keeps its brackets
+        netloc = f"{user}:{REDACTED}@{host}" + (f":{port}" if port else "")
+        parts = parts._replace(netloc=netloc)
+    if parts.query:
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        if any(k.lower() in _SECRET_QUERY for k, _ in query):
+            hidden = [(k, REDACTED if k.lower() in _SECRET_QUERY else v) for k, v in query]
+            parts = parts._replace(query=urlencode(hidden, safe="*"))
+    return urlunsplit(parts)
+
+
+def redact_text(text: str) -> str:
+    """`text` with the password of every URL in it (scheme://user:password@...) hidden."""
+    if "://" not in text:
+        return text
+    text = _URL_PASSWORD.sub(rf"\g<pre>{REDACTED}", text)
+    return _QUERY_SECRET.sub(rf"\g<pre>{REDACTED}", text)
+
+
+def hide_secrets_in_title(argv: Sequence[str] | None = None) -> bool:
+    """Show this process in `ps` without the URL passwords of its command line (as in
+    `--redis-url redis://user:PASS@host`; `argv` defaults to /proc/self/cmdline). The
+    kernel shows the original argv until this runs, so PPOMQ_REDIS_URL (on no command
+    line) remains the way to pass one. True when the title had to change."""
+    if argv is None:
+        try:
+            argv = Path("/proc/self/cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            return False
+        argv = argv[:-1] if argv and argv[-1] == "" else argv
+    shown = [redact_text(a) for a in argv]
+    if shown == list(argv):
+        return False
+    from .procutil import set_process_title
+
+    try:
+        name = Path("/proc/self/comm").read_text().strip()  # kept: only argv changes
+    except OSError:
+        name = "ppomq"
+    set_process_title(name, " ".join(shown))
+    return True
 
 
 def describe_redis_error(exc: Exception, url: str) -> str:
@@ -164,7 +217,9 @@ __all__ = [
     "REDIS_FAILURES",
     "connect_redis",
     "describe_redis_error",
+    "hide_secrets_in_title",
     "make_redis",
+    "redact_text",
     "redact_url",
     "redis_errors",
     "redis_server_binary",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -20,6 +21,15 @@ from .errors import UsageError
 
 ENV_PREFIX = "PPOMQ_"
 S = TypeVar("S", bound=BaseSettings)
+
+# A setting that holds a secret (a password, a key, a URL that may carry user:password@)
+# is marked `json_schema_extra=SECRET`: every settings file a run writes, and every error
+# message, shows it redacted (`redact_settings`). A name that reads like a secret is
+# treated the same even unmarked, and a URL's password is hidden in any other setting.
+# Values stay plain `str`: children still get them whole, as PPOMQ_* variables
+# (`settings_env`), which no `ps` command line shows.
+SECRET: dict[str, Any] = {"secret": True}
+_SECRET_NAME = re.compile(r"password|passwd|secret|token|credential|(^|_)(api_)?key$", re.I)
 
 
 class _Group(BaseSettings):
@@ -49,6 +59,7 @@ class RedisSettings(_Group):
     redis_url: str = Field(
         "redis://127.0.0.1:6379/0",
         description="Redis URL (redis://[user:password@]host:port/db).",
+        json_schema_extra=SECRET,
     )
 
 
@@ -244,7 +255,9 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
     """`ppomq train`: every learner and actor setting, plus how to run them locally."""
 
     redis_url: str | None = Field(  # type: ignore[assignment]
-        None, description="Use this Redis instead of starting an embedded redis-server."
+        None,
+        description="Use this Redis instead of starting an embedded redis-server.",
+        json_schema_extra=SECRET,
     )
     # Empty by default: a local run must not take a fixed, all-interfaces port (two runs
     # would collide); a value the user gives is used as given.
@@ -307,7 +320,7 @@ def format_validation_error(exc: ValidationError) -> str:
     if not loc:
         return f"settings: {msg}"
     value = err.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    shown = "" if isinstance(value, dict) else f" (got {redact_value(loc, value)!r})"
     flag = "--" + loc.replace("_", "-")
     return f"setting {loc} ({flag} / {ENV_PREFIX}{loc.upper()}): {msg}{shown}"
 
@@ -351,9 +364,47 @@ def settings_env(settings: BaseSettings) -> dict[str, str]:
     return out
 
 
-def settings_snapshot(settings: BaseSettings) -> dict[str, Any]:
-    """JSON-ready dict of every field (what a run dir records)."""
-    return settings.model_dump(mode="json")
+def is_secret(name: str, cls: type[BaseSettings] | None = None) -> bool:
+    """Whether setting `name` holds a secret: marked SECRET in `cls` (in any settings
+    group when `cls` is None), or named like one."""
+    if _SECRET_NAME.search(name):
+        return True
+    classes = [cls] if cls is not None else _Group.__subclasses__()
+    while classes:
+        c = classes.pop()
+        info = c.model_fields.get(name)
+        extra = info.json_schema_extra if info is not None else None
+        if isinstance(extra, dict) and extra.get("secret"):
+            return True
+        if cls is None:
+            classes.extend(c.__subclasses__())
+    return False
+
+
+def redact_value(name: str, value: Any, cls: type[BaseSettings] | None = None) -> Any:
+    """`value` of setting `name` as it may be written down: a secret's URL keeps all but its
+    password, any other secret is `***`; a URL's password is hidden in every setting."""
+    from .redis_util import REDACTED, redact_text, redact_url
+
+    if isinstance(value, list | tuple):
+        return [redact_value(name, v, cls) for v in value]
+    if value is None or value == "":
+        return value
+    if is_secret(name, cls):
+        return redact_url(value) if isinstance(value, str) and "://" in value else REDACTED
+    return redact_text(value) if isinstance(value, str) else value
+
+
+def redact_settings(values: dict[str, Any], cls: type[BaseSettings]) -> dict[str, Any]:
+    """`values` (settings by name) with every secret redacted: what may go on disk or in a log."""
+    return {name: redact_value(name, value, cls) for name, value in values.items()}
+
+
+def settings_snapshot(settings: BaseSettings, **extra: Any) -> dict[str, Any]:
+    """JSON-ready dict of every field (what a run dir records), with secrets redacted;
+    `extra` (values the caller settled, e.g. the URL of the Redis it started) goes in first."""
+    doc = {**settings.model_dump(mode="json"), **extra}
+    return redact_settings(doc, type(settings))
 
 
 def ensure_dir(path: str | os.PathLike[str]) -> Path:
@@ -370,7 +421,10 @@ __all__ = [
     "WeightStoreSettings",
     "WeightserverSettings",
     "add_settings_arguments",
+    "is_secret",
     "load_settings",
+    "redact_settings",
+    "redact_value",
     "settings_env",
     "settings_snapshot",
 ]

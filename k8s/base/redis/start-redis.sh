@@ -23,25 +23,35 @@ template="$here/users.acl"
 
 umask 077
 acl=$(mktemp "${TMPDIR:-/tmp}/ppomq-users.acl.XXXXXX")
-cp "$template" "$acl"
 
-for role in $(grep -o 'CHANGE-ME-[a-z]*' "$template" | sed 's/CHANGE-ME-//' | sort -u); do
-    var="REDIS_$(echo "$role" | tr 'a-z' 'A-Z')_PASSWORD"
-    eval "password=\${$var:-}"
-    if [ -z "$password" ]; then
-        # No password given: the user is switched off rather than left with a known one.
-        sed -i "s/ on >CHANGE-ME-$role / off /" "$acl"
-        echo "start-redis: $var is not set; user ppomq-$role is off" >&2
-        continue
-    fi
-    case $password in
-        *[!A-Za-z0-9._~-]*)
-            echo "start-redis: $var may hold only letters, digits and . _ ~ -" >&2
-            exit 1
+# Filled in by the shell itself, not sed: a password in a command's arguments shows in `ps`.
+: >"$acl"
+while IFS= read -r line || [ -n "$line" ]; do
+    case $line in
+        *'>CHANGE-ME-'*)
+            rest=${line#*>CHANGE-ME-}
+            role=${rest%% *}
+            before=${line%%>CHANGE-ME-*}
+            after=${rest#"$role"}
+            var="REDIS_$(echo "$role" | tr 'a-z' 'A-Z')_PASSWORD"
+            eval "password=\${$var:-}"
+            if [ -z "$password" ]; then
+                # No password given: the user is switched off rather than left with a known one.
+                line="${before% on } off$after"
+                echo "start-redis: $var is not set; user ppomq-$role is off" >&2
+            else
+                case $password in
+                    *[!A-Za-z0-9._~-]*)
+                        echo "start-redis: $var may hold only letters, digits and . _ ~ -" >&2
+                        exit 1
+                        ;;
+                esac
+                line="$before>$password$after"
+            fi
             ;;
     esac
-    sed -i "s/>CHANGE-ME-$role />$password /" "$acl"
-done
+    printf '%s\n' "$line" >>"$acl"
+done <"$template"
 
 if grep -q 'CHANGE-ME' "$acl"; then
     echo "start-redis: a CHANGE-ME placeholder in $template was not replaced" >&2

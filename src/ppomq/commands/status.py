@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ppomq.errors import NotFoundError
+from ppomq.errors import NotFoundError, UsageError
 from ppomq.tables import print_table
 
 DEFAULT_FORGET_AFTER_S = 60.0
@@ -27,7 +27,17 @@ def _redis_url(args: argparse.Namespace) -> str:
         path = Path(args.run_dir) / "settings.json"
         if not path.exists():
             raise NotFoundError(f"{path} not found; is {args.run_dir} a `ppomq train` run dir?")
-        return json.loads(path.read_text())["redis_url"]
+        recorded = json.loads(path.read_text())["redis_url"]
+        if ":***@" not in recorded:
+            return recorded
+        # settings.json keeps no password: take the URL again from where the run got it.
+        given = args.redis_url or os.environ.get("PPOMQ_REDIS_URL")
+        if not given:
+            raise UsageError(
+                f"{path} records Redis at {recorded} without its password; "
+                "pass --redis-url or PPOMQ_REDIS_URL as well"
+            )
+        return given
     return args.redis_url or os.environ.get("PPOMQ_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
@@ -90,7 +100,6 @@ def read_status(
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ppomq.errors import UsageError
     from ppomq.redis_util import connect_redis, redis_errors
 
     if args.forget_after_s < 0:
