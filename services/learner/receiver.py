@@ -29,7 +29,7 @@ class BatchReceiver(threading.Thread):
         make_socket: Callable[[], Any],
         spec: RolloutSpec,
         out: queue.Queue[RolloutBatch],
-        poll_ms: int = 100,
+        poll_ms: int = 20,  # how long a stop can wait for this thread (end of every run)
     ) -> None:
         super().__init__(name="rollout-receiver", daemon=True)
         self._make_socket = make_socket

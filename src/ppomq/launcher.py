@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import gc
 import json
+import multiprocessing.connection
 import os
 import signal
 import sys
@@ -261,7 +262,16 @@ class Launcher:
                 return 0
             if progress is not None:
                 progress()
-            time.sleep(SUPERVISE_TICK_S)
+            self._sleep_unless_learner_exits(SUPERVISE_TICK_S)
+
+    def _sleep_unless_learner_exits(self, timeout: float) -> None:
+        """Sleep one tick, but wake the moment the learner exits: the end of a run is
+        usually the learner finishing, and every tick slept past it is time to the prompt."""
+        proc = self.learner.proc if self.learner is not None else None
+        if proc is None or proc.exitcode is not None:
+            time.sleep(timeout)
+            return
+        multiprocessing.connection.wait([proc.sentinel], timeout=timeout)
 
     def _watch(self, child: Child, now: float) -> int | None:
         """Restart `child` if it died (after its backoff); an exit code ends the run."""
