@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import socket
 import tempfile
 import threading
 
@@ -58,11 +59,14 @@ def test_batches_from_a_sender_process_arrive_intact_and_in_order(scheme, ipc_di
 
 
 def test_send_to_an_absent_learner_times_out_instead_of_queueing():
-    with RolloutReceiver("tcp://127.0.0.1:0") as probe:
-        endpoint = probe.endpoint  # a free port, then nobody listens on it
-    with RolloutSender(endpoint) as tx:
-        assert tx.send([b"header", b"body"], timeout_ms=100) is False
-        assert tx.send([b"header", b"body"], timeout_ms=0) is False
+    # A port bound but never listened on: connections are refused, and no other process
+    # can take the port while the test runs (a merely free port could be reused).
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        endpoint = f"tcp://127.0.0.1:{held.getsockname()[1]}"
+        with RolloutSender(endpoint) as tx:
+            assert tx.send([b"header", b"body"], timeout_ms=100) is False
+            assert tx.send([b"header", b"body"], timeout_ms=0) is False
     assert tx.closed
 
 
