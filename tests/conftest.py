@@ -7,6 +7,7 @@ Tests never mock Redis: a `redis_url` test gets a flushed database of a real ser
 
 from __future__ import annotations
 
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,3 +68,12 @@ def redis_client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
     yield client
     client.close()
+
+
+@pytest.fixture
+def restore_handlers() -> Iterator[None]:
+    """For tests that install signal handlers in the test process: put the old ones back."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for s, handler in saved.items():
+        signal.signal(s, handler)

@@ -15,14 +15,6 @@ from ppomq.errors import UsageError
 from ppomq.service_shell import service_shell
 
 
-@pytest.fixture
-def restore_handlers():
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for s, handler in saved.items():
-        signal.signal(s, handler)
-
-
 def test_a_taken_metrics_port_is_a_one_line_usage_error(restore_handlers):
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))

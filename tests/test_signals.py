@@ -11,14 +11,6 @@ import pytest
 from ppomq.signals import FastStop, WarmStop
 
 
-@pytest.fixture
-def restore_handlers():
-    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for s, handler in saved.items():
-        signal.signal(s, handler)
-
-
 def _deliver(sig: int) -> None:
     os.kill(os.getpid(), sig)
     time.sleep(0.05)  # the handler runs in the main thread at the next bytecode

@@ -7,7 +7,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,17 +14,10 @@ import psutil
 import pytest
 import redis
 
+from .cli import PPOMQ, SMALL
+from .cli import clean_env as _env
+
 pytestmark = pytest.mark.slow
-
-PPOMQ = [sys.executable, "-m", "ppomq.cli"]
-SMALL = [
-    "--num-envs", "4", "--num-steps", "32", "--batch-samples", "256",
-    "--update-epochs", "4", "--eval-episodes", "2", "--no-progress",
-]  # fmt: skip
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
 
 
 def _run(args: list[str], timeout: float = 240, **kw) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,17 +26,10 @@ import redis
 from ppomq.rundir import SOLVE_WINDOW, read_csv
 from ppomq.weightserver.keys import RunKeys
 
+from .cli import PPOMQ, SMALL
+from .cli import clean_env as _env
+
 pytestmark = pytest.mark.slow
-
-PPOMQ = [sys.executable, "-m", "ppomq.cli"]
-SMALL = [
-    "--num-envs", "4", "--num-steps", "32", "--batch-samples", "256",
-    "--update-epochs", "4", "--eval-episodes", "2", "--no-progress",
-]  # fmt: skip
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
 
 
 def _wait_for(what: str, cond: Callable[[], Any], timeout: float = 90) -> Any:
