@@ -75,11 +75,14 @@ def test_actors_not_heard_from_are_hidden_and_counted(redis_client, redis_url):
 
 
 def test_forget_after_s_sets_the_threshold_and_zero_lists_everyone(redis_client, redis_url):
-    _learner_wrote(redis_client, actors=ACTORS)
-    out = _status(redis_url, "--forget-after-s", "1")
+    # Ages far from the threshold on both sides: the command's own start-up (a second on a
+    # loaded machine) must not move an actor across it.
+    _learner_wrote(redis_client, actors={"a0-111-aaaaaa": 900.0, "a0-222-bbbbbb": 0.5,
+                                         "a1-333-cccccc": 200.0})  # fmt: skip
+    out = _status(redis_url, "--forget-after-s", "100")
     assert out.returncode == 0, out.stderr
     assert "1 live actor(s)" in out.stdout
-    assert "2 actor(s) not heard from for > 1 s hidden" in out.stdout
+    assert "2 actor(s) not heard from for > 100 s hidden" in out.stdout
     out = _status(redis_url, "--forget-after-s", "0")
     assert out.returncode == 0, out.stderr
     assert "3 live actor(s)" in out.stdout and "hidden" not in out.stdout
