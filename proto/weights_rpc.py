@@ -18,13 +18,17 @@ Request body: one frame, a msgpack map:
 
 Reply: the routing frames of the request, then frame R0, a msgpack map:
 
-    {"status": "weights",      "version": v, "id": ...}  + 2 frames: the weights message
-                                                           of proto/weights.py: header, blob
-    {"status": "not_modified", "version": v | None, "id": ...}   (nothing newer than `have`)
+    {"status": "weights",      "version": v, "id": ..., "finished": bool}  + 2 frames: the
+                                          weights message of proto/weights.py: header, blob
+    {"status": "not_modified", "version": v | None, "id": ..., "finished": bool}
+                                                                (nothing newer than `have`)
     {"status": "pong", "version": v | None, "id": ..., "run_id": str, "redis": "up"|"down",
-     "uptime_s": float, "requests": int, "parked": int (long polls waiting)}
+     "uptime_s": float, "requests": int, "parked": int (long polls waiting), "finished": bool}
     {"status": "error", "reason": str, "id": ...}                (malformed request)
 
+`finished` (v1.1; absent means false): the run has ended normally (its learner marked it
+finished in Redis); no newer version will come, long polls are answered at once, and the
+server exits a few seconds later. An actor told so exits 0.
 `version` is the newest version the server holds (None before it has fetched any). The
 blob frame of a "weights" reply is sent without a copy (zero-copy) from the server's cache.
 Unknown request keys are ignored so that later minor versions may add fields.

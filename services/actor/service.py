@@ -49,6 +49,10 @@ class Stopped(Exception):
     """Asked to stop while waiting for weights."""
 
 
+class RunFinished(Exception):
+    """The weightserver says the run has finished: no newer weights will come."""
+
+
 def actor_index_of(settings: ActorSettings) -> int:
     """The configured index, else one derived from the hostname: compose and k8s replicas
     have distinct hostnames but no index, and their env seeds must still differ."""
@@ -96,8 +100,9 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
     # Actors that outrun the learner would only produce batches the staleness gate drops.
     limit = 1 if s.mode == "sync" else s.batches_per_version
     last_report = time.monotonic()
+    finished = False
     try:
-        while not stop.requested:
+        while not stop.requested and not (finished := weights.finished):
             must_exceed = version if limit and sent_at_version >= limit else -1
             try:
                 got = refresh_weights(
@@ -105,6 +110,9 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
                     resend_after_s=s.resend_after_s,
                 )  # fmt: skip
             except Stopped:
+                break
+            except RunFinished:
+                finished = True
                 break
             if got is not None:
                 version, policy = got
@@ -117,8 +125,8 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
             frames = encode(batch)
             # Short waits, for the same reason: a learner that has finished takes no batch.
             while not sender.send(frames, timeout_ms=SEND_SLICE_MS):
-                if stop.requested:
-                    break  # the learner is not taking batches and we were told to stop
+                if stop.requested or weights.finished:
+                    break  # the learner is not taking batches: told to stop, or it is done
             else:
                 seq += 1
                 sent_at_version += 1
@@ -133,7 +141,10 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
         sender.close()
         weights.close()
         envs.close()
-    log.info("actor %s stopped after %d batches", actor_id, seq)
+    if finished:
+        log.info("run %r finished: actor %s exiting after %d batches", s.run_id, actor_id, seq)
+    else:
+        log.info("actor %s stopped after %d batches", actor_id, seq)
     return 0
 
 
@@ -149,7 +160,8 @@ def refresh_weights(
     blocks until there is a newer one when we hold none (`version` -1) or `need_new`.
     A `need_new` wait ends with None after `resend_after_s`: the learner may have lost our
     last batch (it restarted, or the network dropped it) and be waiting for one.
-    Raises `Stopped` when asked to stop while waiting."""
+    Raises `Stopped` when asked to stop while waiting, `RunFinished` when the run has
+    finished (the weightserver said so) and nothing newer will come."""
     must_wait = need_new or version < 0
     waited_since = time.monotonic()
     warned = False
@@ -162,6 +174,8 @@ def refresh_weights(
             return got
         if stop.requested:
             raise Stopped
+        if weights.finished:
+            raise RunFinished
         waited = time.monotonic() - waited_since
         if version >= 0 and resend_after_s is not None and waited > resend_after_s:
             log.info("no version newer than v%d for %.0f s: sending another batch with it",

@@ -48,6 +48,7 @@ class WeightsPrefetcher:
         self._holder = PolicyHolder()
         self._ready: tuple[int, InferencePolicy] | None = None
         self._error: BaseException | None = None
+        self._finished = False
         self._changed = threading.Condition()
         self._stop = threading.Event()
         self.timeouts = 0
@@ -62,13 +63,19 @@ class WeightsPrefetcher:
                 except WeightsTimeoutError:
                     self.timeouts += 1  # weightserver slow or away: the client reconnects
                     continue
-                if got is None:
-                    continue
-                self._holder.load(*got)
-                assert self._holder.inference is not None
-                with self._changed:
-                    self._ready = (self._holder.version, self._holder.inference)
-                    self._changed.notify_all()
+                if got is not None:
+                    self._holder.load(*got)
+                    assert self._holder.inference is not None
+                    with self._changed:
+                        self._ready = (self._holder.version, self._holder.inference)
+                        self._changed.notify_all()
+                if self._client.run_finished and got is None:
+                    # The run has ended: no newer weights will come, and the weightserver
+                    # answers at once from now on; stop asking.
+                    with self._changed:
+                        self._finished = True
+                        self._changed.notify_all()
+                    return
         except BaseException as exc:  # handed to the step loop, which raises it
             with self._changed:
                 self._error = exc
@@ -83,8 +90,10 @@ class WeightsPrefetcher:
         `timeout_s` for them; None if there are none yet. Re-raises the thread's error."""
 
         def ready() -> bool:
-            return self._error is not None or (
-                self._ready is not None and self._ready[0] > newer_than
+            return (
+                self._error is not None
+                or self._finished
+                or (self._ready is not None and self._ready[0] > newer_than)
             )
 
         with self._changed:
@@ -95,6 +104,11 @@ class WeightsPrefetcher:
             if self._ready is not None and self._ready[0] > newer_than:
                 return self._ready
             return None
+
+    @property
+    def finished(self) -> bool:
+        """The weightserver said the run has finished and we hold its newest weights."""
+        return self._finished
 
     def close(self, timeout_s: float = 0.01) -> None:
         """Stop the thread; wait for it at most `timeout_s`.

@@ -83,6 +83,7 @@ class LearnerLoop:
         self.phase_totals: Counter[str] = Counter()
         self.last_stats: dict[str, float] = {}
         self.restarts = 0
+        self.finished = False  # set once the run has ended normally (service.mark_finished)
         self._last_checkpoint = time.monotonic()
         # Unregistered metrics unless the service passes exported ones (tests build many loops).
         self.metrics = metrics or LearnerMetrics(registry=None)
@@ -328,6 +329,7 @@ class LearnerLoop:
             },
             "run_id": self.s.run_id,
             "env_id": self.s.env_id,
+            "finished": self.finished,
         }
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)

@@ -9,6 +9,7 @@ and the summary (ppomq.signals).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import queue
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from redis.retry import Retry
 
 from ppomq.envs import rollout_spec_for
 from ppomq.errors import UsageError
@@ -27,15 +29,16 @@ from ppomq.policy import ActorCritic, load_numpy_state, model_spec_for
 from ppomq.proto import RolloutBatch
 from ppomq.proto.weights import unpack_tensors
 from ppomq.redis_util import wait_for_redis
-from ppomq.rundir import RunRecorder
+from ppomq.rundir import FINISHED_FILE, RunRecorder
 from ppomq.service_shell import service_shell
 from ppomq.settings import LearnerSettings, settings_snapshot
 from ppomq.signals import FastStop, WarmStop
 from ppomq.transport import RolloutReceiver
+from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
 from .finish import finish_run
-from .loop import CKPT_NAME, LearnerLoop, load_checkpoint
+from .loop import CKPT_NAME, PUBLISH_BACKOFF, LearnerLoop, load_checkpoint
 from .receiver import BatchReceiver
 from .trainer import PPOConfig, PPOTrainer
 
@@ -86,10 +89,15 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
     redis = wait_for_redis(settings.redis_url)
     store = WeightStore(redis, settings.run_id, keep_versions=settings.keep_versions)
 
+    if settings.anneal_lr and not settings.total_steps:
+        log.warning(
+            "learning-rate annealing is off: it anneals to 0 at --total-steps, which is 0 "
+            "(no limit); set --total-steps for a finite run, or --no-anneal-lr"
+        )
+
     policy = ActorCritic(model_spec_for(spec, settings.hidden))
     trainer = PPOTrainer(policy=policy, config=PPOConfig.from_settings(settings))
     run_dir = Path(settings.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     ckpt = load_checkpoint(settings.run_dir)
     if ckpt is not None and (
         ckpt.get("run_id") != settings.run_id or ckpt.get("env_id") != settings.env_id
@@ -98,6 +106,21 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
             f"{run_dir / CKPT_NAME} belongs to run {ckpt.get('run_id')!r} "
             f"({ckpt.get('env_id')}); use another --run-dir or the same --run-id"
         )
+    new_run = False
+    marker = redis.get(RunKeys(settings.run_id).finished)
+    ckpt_finished = ckpt is not None and bool(ckpt.get("finished"))
+    if (ckpt_finished or (ckpt is None and marker is not None)) and not settings.resume:
+        # The run ended normally: a new start is a new run under the same run id, with
+        # fresh weights and counters. Its versions go on from the finished run's newest,
+        # so that weightservers and actors, which only ever move forward, follow it.
+        new_run = True
+        if ckpt is not None:
+            moved = move_aside(run_dir)
+            log.info("run %r had finished; its run dir is now %s", settings.run_id, moved)
+            ckpt = None
+    elif ckpt_finished or marker is not None:
+        log.info("run %r had finished; going on with it (--resume)", settings.run_id)
+    run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "learner_settings.json").write_text(
         json.dumps(settings_snapshot(settings), indent=2) + "\n"
     )
@@ -131,7 +154,8 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
         version=0,
         metrics=LearnerMetrics(),  # exported on --metrics-port
     )
-    resume(loop, ckpt)
+    resume(loop, ckpt, new_run=new_run)
+    redis.delete(loop.keys.finished)  # this run is going on: no longer finished
     loop.publish(stop)
     loop.checkpoint()  # a restart from here on always resumes, and its CSVs match the summary
     log.info("published version %d", loop.version)
@@ -141,6 +165,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
     if receiver.error is not None:
         raise UsageError(f"cannot bind {settings.rollout_bind}: {receiver.error}")
     last_log = 0.0
+    finished = False
     try:
         while not stop.requested and not loop.done():
             _, loop.decode_rejects = receiver.snapshot()
@@ -159,6 +184,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
                     else f"{r['charts/mean_return_20']:.1f}",
                     loop.rejects(),
                 )
+        finished = loop.done()  # the run's end was reached (not a stop signal)
     except FastStop:
         pass  # a second signal: skip the rest of the update, clean up below
     finally:
@@ -170,10 +196,45 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
             loop.write_status()
             recorder.close()
     finish_run(loop, settings, threshold, stop)
+    if finished:
+        mark_finished(loop)
     return 0
 
 
-def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None) -> None:
+def move_aside(run_dir: Path) -> Path:
+    """Rename a finished run's dir to the first free RUN_DIR.N; returns the new path."""
+    for n in itertools.count(1):
+        target = run_dir.with_name(f"{run_dir.name}.{n}")
+        if not target.exists():
+            break
+    try:
+        run_dir.rename(target)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot move the finished run's dir {run_dir} to {target} ({exc.strerror}); "
+            "pass another --run-dir, or --resume to go on with the finished run"
+        ) from None
+    return target
+
+
+def mark_finished(loop: LearnerLoop) -> None:
+    """The run ended normally: say so in Redis (weightservers tell the actors, and all of
+    them exit 0), in RUN_DIR/finished.json, then in the checkpoint (a new start is then a
+    new run, unless --resume).
+
+    Redis first: a learner that dies between the two restarts from an unfinished
+    checkpoint, finds its end already reached and finishes again."""
+    doc = {"version": loop.version, "env_steps": loop.env_steps, "unix": round(time.time(), 3)}
+    Retry(PUBLISH_BACKOFF, retries=40).call_with_retry(
+        lambda: loop.redis.set(loop.keys.finished, json.dumps(doc)), lambda _exc: None
+    )
+    (Path(loop.s.run_dir) / FINISHED_FILE).write_text(json.dumps(doc) + "\n")
+    loop.finished = True
+    loop.checkpoint()
+    log.info("run %r marked finished at version %d", loop.s.run_id, loop.version)
+
+
+def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = False) -> None:
     """Set the loop's state from the checkpoint and Redis, at a version to publish now.
 
     Versions only rise and a version never carries older weights than the one before it.
@@ -183,6 +244,12 @@ def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None) -> None:
     actors that sent their batch to the learner that died wait for a version above the
     one they hold before they send again."""
     latest = loop.store.latest_version()
+    if new_run:
+        loop.version = 0 if latest is None else latest + 1
+        log.info("run %r had finished at version %s; a new run starts at version %d with "
+                 "fresh weights (pass --resume to go on with the finished one instead)",
+                 loop.s.run_id, latest, loop.version)  # fmt: skip
+        return
     if ckpt is None and latest is None:
         loop.version = 0
         return

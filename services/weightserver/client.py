@@ -60,6 +60,8 @@ class WeightsClient:
         self._ids = itertools.count(1)
         self._sock: zmq.Socket | None = None
         self.reconnects = 0
+        # The last answer said the run has finished (proto/weights_rpc.py `finished`).
+        self.run_finished = False
 
     def _socket(self) -> zmq.Socket:
         if self._sock is None:
@@ -112,6 +114,7 @@ class WeightsClient:
         body = protocol.encode_get(have_version, wait_ms=wait_ms, req_id=req_id)
         frames = self._request(body, req_id, self.timeout_ms + wait_ms)
         reply = protocol.parse_reply(frames[0].buffer)
+        self.run_finished = bool(reply.get("finished", False))
         status = reply["status"]
         if status == protocol.STATUS_NOT_MODIFIED:
             return None

@@ -11,6 +11,8 @@ with a pattern and so that one ACL pattern (`~ppomq:*`) covers all of them.
     ppomq:{run}:ckpt              (learner) resume state
     ppomq:{run}:stats             (learner) what `ppomq status` reads
     ppomq:{run}:actors            (actors' heartbeats, via the learner) for `ppomq status`
+    ppomq:{run}:finished          STRING (learner) JSON {"version", "env_steps", "unix"}: the
+                                  run ended normally; weightservers tell actors, all exit 0
     ppomq:{run}:weights           pub/sub CHANNEL: the new version number, decimal
 
 A weights version is a HASH rather than one string so that listing reads headers only
@@ -64,6 +66,11 @@ class RunKeys:
     @property
     def actors(self) -> str:
         return f"{self.prefix}actors"
+
+    @property
+    def finished(self) -> str:
+        """Set by the learner when its run ends normally (total steps, duration, target)."""
+        return f"{self.prefix}finished"
 
     @property
     def channel(self) -> str:

@@ -50,6 +50,10 @@ TICK_S = 0.1
 # bounds how long a stopping weightserver takes (the end of every `ppomq train` waits for
 # it). Measured on an idle weightserver: 0.3 % of a core at 0.1 s, 0.4 % at 0.05 s.
 FOLLOW_TICK_S = 0.05
+# Once its run is marked finished, a weightserver answers every request at once, saying so
+# (actors then exit 0), for this long, then exits 0 itself. Each actor asks at least every
+# long poll (0.5 s), so this leaves it several chances to hear.
+FINISH_GRACE_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +99,12 @@ class VersionFollower(threading.Thread):
         self._bad_versions: set[int] = set()
         self._said_empty = False
         self._said_behind = False
+        # The run's `finished` marker: one already there when we start belongs to a run
+        # that ended before us (a new learner on the run id clears it); only one that
+        # appears, or changes, while we serve ends this run.
+        self.finished_at: float | None = None
+        self._marker_checked = False
+        self._stale_marker: bytes | None = None
 
     def run(self) -> None:
         wake = self._ctx.socket(zmq.PUSH)
@@ -113,6 +123,7 @@ class VersionFollower(threading.Thread):
                         pubsub.subscribe(RunKeys(self.run_id).channel)
                         self._mark_up()  # connected (and authenticated) to send it
                     self._refresh(WeightStore(client, self.run_id), wake)
+                    self._check_finished(client, wake)
                     backoff = BACKOFF_MIN_S
                     self._wait_for_announcement(pubsub)
                 except Exception as exc:
@@ -190,6 +201,26 @@ class VersionFollower(threading.Thread):
             with contextlib.suppress(zmq.Again):  # a wake-up is already queued: enough
                 wake.send(b"", zmq.NOBLOCK)
             return
+
+    def _check_finished(self, client: Any, wake: zmq.Socket) -> None:
+        if self.finished_at is not None:
+            return
+        raw = client.get(RunKeys(self.run_id).finished)
+        if not self._marker_checked:
+            self._marker_checked = True
+            if raw is not None:
+                self._stale_marker = raw
+                log.info("run %r is marked finished by an earlier learner; serving it until "
+                         "a new run starts on it", self.run_id)  # fmt: skip
+                return
+        if raw is None or raw == self._stale_marker:
+            self._stale_marker = None if raw is None else self._stale_marker
+            return
+        self.finished_at = time.monotonic()
+        log.info("run %r finished (%s): telling actors for %.0f s, then exiting",
+                 self.run_id, raw.decode(errors="replace"), FINISH_GRACE_S)  # fmt: skip
+        with contextlib.suppress(zmq.Again):  # answer the parked long polls now
+            wake.send(b"", zmq.NOBLOCK)
 
     def _mark_up(self) -> None:
         if not self.redis_up:
@@ -298,6 +329,11 @@ class WeightServer:
         held = self.follower.held
         return None if held is None else held.version
 
+    @property
+    def finished(self) -> bool:
+        """The run this server serves has ended normally (its learner said so)."""
+        return self.follower.finished_at is not None
+
     def stop(self) -> None:
         self._stop_event.set()
         with contextlib.suppress(OSError):  # full (a wake-up is pending) or closed
@@ -324,6 +360,10 @@ class WeightServer:
                         break
                     self._handle(frames)
             self._expire_parked()
+            finished_at = self.follower.finished_at
+            if finished_at is not None and time.monotonic() - finished_at >= FINISH_GRACE_S:
+                log.info("run %r finished; weightserver exiting", self.run_id)
+                break
         # Answer the waiting clients now rather than letting them time out.
         for parked in self._parked:
             self._send_not_modified(parked.envelope, parked.request)
@@ -346,6 +386,7 @@ class WeightServer:
             "redis_up": self.follower.redis_up,
             "uptime_s": round(time.monotonic() - self._started, 3),
             "parked": len(self._parked),
+            "finished": self.finished,
             **{f"replies_{k}": v for k, v in self.counters.items()},
         }
 
@@ -379,12 +420,13 @@ class WeightServer:
                 uptime_s=round(time.monotonic() - self._started, 3),
                 requests=self.counters["requests"],
                 parked=len(self._parked),
+                finished=self.finished,
             )
             return
         held = self.follower.held
         if held is not None and held.version > req.have:
             self._send_weights(envelope, req, held)
-        elif req.wait_ms > 0 and len(self._parked) < self.max_parked:
+        elif req.wait_ms > 0 and len(self._parked) < self.max_parked and not self.finished:
             wait_s = min(req.wait_ms, self.max_wait_ms) / 1000
             self._parked.append(_Parked(envelope, req, time.monotonic() + wait_s))
         else:
@@ -392,12 +434,14 @@ class WeightServer:
 
     def _release_parked(self) -> None:
         held = self.follower.held
-        if held is None or not self._parked:
+        if (held is None and not self.finished) or not self._parked:
             return
         waiting = []
         for parked in self._parked:
-            if held.version > parked.request.have:
+            if held is not None and held.version > parked.request.have:
                 self._send_weights(parked.envelope, parked.request, held)
+            elif self.finished:
+                self._send_not_modified(parked.envelope, parked.request)
             else:
                 waiting.append(parked)
         self._parked = waiting
@@ -425,13 +469,21 @@ class WeightServer:
 
     def _send_weights(self, envelope: list[bytes], req: protocol.Request, held: Held) -> None:
         self.counters[protocol.STATUS_WEIGHTS] += 1
-        reply = protocol.encode_reply(protocol.STATUS_WEIGHTS, version=held.version, id=req.id)
+        reply = protocol.encode_reply(
+            protocol.STATUS_WEIGHTS, version=held.version, id=req.id, finished=self.finished
+        )
         # copy=False: the blob goes out from our cached bytes without a copy, however many
         # actors ask; pyzmq holds a reference until libzmq has sent it.
         self._router.send_multipart([*envelope, reply, held.header_bytes, held.blob], copy=False)
 
     def _send_not_modified(self, envelope: list[bytes], req: protocol.Request) -> None:
-        self._send(envelope, protocol.STATUS_NOT_MODIFIED, req.id, version=self.held_version)
+        self._send(
+            envelope,
+            protocol.STATUS_NOT_MODIFIED,
+            req.id,
+            version=self.held_version,
+            finished=self.finished,
+        )
 
     def _send(self, envelope: list[bytes], status: str, req_id: Any, **fields: Any) -> None:
         self.counters[status] += 1

@@ -29,8 +29,9 @@ from redis.backoff import ExponentialBackoff
 from . import zygote
 from .embedded_redis import EmbeddedRedis, free_port
 from .envs import check_env_id
-from .errors import RedisUnavailableError, UserError
+from .errors import RedisUnavailableError, UsageError, UserError
 from .redis_util import connect_redis, make_redis, redact_url
+from .rundir import FINISHED_FILE
 from .settings import (
     ActorSettings,
     LearnerSettings,
@@ -153,6 +154,12 @@ class Launcher:
             settings = settings.model_copy(update={"run_dir": default_run_dir(settings.run_id)})
         self.s = settings
         self.run_dir = Path(settings.run_dir)
+        if not settings.resume and (self.run_dir / FINISHED_FILE).exists():
+            # The learner would move the finished run's dir aside, with our logs in it.
+            raise UsageError(
+                f"{self.run_dir} holds a finished run; leave --run-dir out for a new run, "
+                "or drop --no-resume to go on with it"
+            )
         (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
         self.redis: EmbeddedRedis | None = None
         self.children: list[Child] = []
@@ -292,6 +299,11 @@ class Launcher:
         what = _exit_text(code)
         if child is self.learner and code == 0:
             return 0  # finished: total steps, duration or target return reached
+        if code == 0:
+            # An actor or the weightserver exits 0 by itself when the run is marked
+            # finished, at about the time the learner exits: not a crash, nothing to restart.
+            child.retired = True
+            return None
         if code == 2:
             # A usage error (a port taken, another run's checkpoint) would only repeat at
             # every restart: stop now, with the child's own one-line reason.

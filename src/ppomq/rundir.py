@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 SOLVE_WINDOW = 20  # "mean of the last 20 episodes", the CartPole-v1 convention
+# Written by the learner when its run ends normally (the same JSON as Redis `finished`).
+FINISHED_FILE = "finished.json"
 
 
 class RunRecorder:

@@ -122,7 +122,11 @@ class PPOSettings(_Group):
     gamma: float = Field(0.98, gt=0, le=1, description="Discount factor.")
     gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda.")
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
-    anneal_lr: bool = Field(True, description="Anneal the learning rate to 0 at --total-steps.")
+    anneal_lr: bool = Field(
+        True,
+        description="Anneal the learning rate to 0 at --total-steps (off when it is 0: the "
+        "learner says so in one warning line).",
+    )
     update_epochs: int = Field(20, ge=1, description="Passes over each batch per update.")
     minibatch_size: int = Field(
         256,
@@ -182,6 +186,13 @@ class RunSettings(_Group):
     )
     eval_episodes: int = Field(
         20, ge=0, description="Greedy evaluation episodes when the run ends; 0 skips it."
+    )
+    resume: bool = Field(
+        False,
+        description="Go on with a run that has finished (its checkpoint, counters and "
+        "weights; e.g. with a higher --total-steps). Off: a learner started on a finished "
+        "run starts a new one under the same run id (the old run dir moved to RUN_DIR.N). "
+        "A run that has not finished (a crash, a stop signal) always resumes.",
     )
 
 
@@ -268,6 +279,14 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
     )
     weightserver_bind: str = Field(
         "", description="Where the weightserver listens (train); empty: a free port on 127.0.0.1."
+    )
+    resume: bool = Field(
+        True,
+        description="Go on with a run that has finished (e.g. with a higher --total-steps). "
+        "`ppomq learner` defaults to false: started on a finished run it starts a new one "
+        "under the same run id (the old run dir moved to RUN_DIR.N). `ppomq train` defaults "
+        "to true (each run gets a new run dir unless --run-dir is given); --no-resume refuses "
+        "a finished --run-dir. A run that has not finished always resumes.",
     )
     restart_actors: bool = Field(True, description="Restart an actor that crashes.")
     progress: bool = Field(True, description="Show live progress on the terminal.")

@@ -659,3 +659,43 @@ def test_k8s_and_compose_agree_on_the_rollout(rendered, compose):
     comp = SETTINGS_OF["actor"](**_settings_values(compose["services"]["actor"]["environment"]))
     for field in ("env_id", "num_steps", "num_envs", "learner_addr", "weightserver_addr"):
         assert getattr(k8s, field) == getattr(comp, field), field
+
+
+def test_k8s_finite_run_overlay_makes_learner_weightserver_and_actors_jobs(tmp_path):
+    """A finite run ends: the learner, the weightservers and the actors are Jobs (a
+    Deployment would restart a pod that exits 0), with the run's end and annealing set;
+    the base stays an open-ended run of Deployments."""
+    exe = tool("kubectl")
+    if exe is None:
+        pytest.skip("KUBECTL NOT FOUND: the finite overlay was NOT rendered or checked")
+    res = _run([exe, "kustomize", str(REPO / "k8s" / "overlays" / "finite")])
+    assert res.returncode == 0, res.stderr
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d]
+    path = tmp_path / "finite.yaml"
+    path.write_text(res.stdout)
+    check = _run([_need("kubernetes-validate"), "--strict", "--quiet", str(path)])
+    assert check.returncode == 0, check.stdout + check.stderr
+    jobs = _by_kind(docs, "Job")
+    assert set(jobs) == {"learner", "weightserver", "actor"}
+    assert not _by_kind(docs, "Deployment")
+    for name, job in jobs.items():
+        spec = job["spec"]
+        assert job["metadata"]["namespace"] == "ppomq", name
+        assert spec["template"]["spec"]["restartPolicy"] == "OnFailure", name
+        assert "completions" not in spec and "selector" not in spec, name
+        assert spec["backoffLimit"] >= 1, name
+        labels = spec["template"]["metadata"]["labels"]
+        if name != "actor":  # the Services still reach the Jobs' pods
+            service = _by_kind(docs, "Service")[name]
+            assert _selects({"matchLabels": service["spec"]["selector"]}, labels), name
+    assert "parallelism" not in jobs["learner"]["spec"]  # one learner
+    assert jobs["actor"]["spec"]["parallelism"] == 2  # the local overlay's count
+    learner = jobs["learner"]["spec"]["template"]["spec"]["containers"][0]
+    env = _container_env(docs, learner)
+    assert int(env["PPOMQ_TOTAL_STEPS"]) > 0 and env["PPOMQ_ANNEAL_LR"] == "true"
+    _check_env_against_settings("finite/learner", "learner", env)
+    base = yaml.safe_load_all(_run([exe, "kustomize", str(REPO / "k8s" / "base")]).stdout)
+    base_docs = [d for d in base if d]
+    base_learner = _by_kind(base_docs, "Deployment")["learner"]["spec"]["template"]["spec"]
+    base_env = _container_env(base_docs, base_learner["containers"][0])
+    assert base_env["PPOMQ_TOTAL_STEPS"] == "0" and base_env["PPOMQ_ANNEAL_LR"] == "false"
