@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from .services import Service, System
+from .services import PPOMQ, Service, System
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -96,3 +96,20 @@ def test_annealing_off_without_total_steps_is_said_once(redis_url, tmp_path):
         log = system.learner.log(100_000)
         assert log.count("learning-rate annealing is off") == 1, log
         assert system.learner.stop(timeout=60) == 0
+
+
+def test_train_no_resume_on_a_finished_run_dir_is_one_line(tmp_path):
+    """`ppomq train --no-resume` refuses a finished --run-dir before starting anything (the
+    learner would move the dir, with the launcher's logs in it, aside)."""
+    run_dir = tmp_path / "done"
+    run_dir.mkdir()
+    (run_dir / "finished.json").write_text('{"version": 3}\n')
+    out = subprocess.run(
+        [*PPOMQ, "train", "--no-resume", "--run-dir", str(run_dir), "--total-steps", "128"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "holds a finished run" in lines[0], out.stderr
