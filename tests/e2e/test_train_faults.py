@@ -352,8 +352,11 @@ def test_duration_s_ends_the_run_even_when_the_learner_cannot(train):
     try:
         run.started()
         learner = _wait_for("the learner", lambda: run.named("learner"))
-        # SIGSTOP as soon as it exists (on a loaded machine, waiting for its first version
-        # could outlast its own --duration-s): its own deadline check can no longer run.
+        log = run.run_dir / "logs" / "learner.log"
+        # SIGSTOP once its signal handlers are in (the service shell's start line; a SIGTERM
+        # before that would kill it without a summary), and long before its own 6 s are up
+        # (waiting for a first version could outlast them on a loaded machine).
+        _wait_for("the learner's start", lambda: log.exists() and "learner started" in log.read_text())
         learner.suspend()
         assert run.proc.stdout is not None
         for line in run.proc.stdout:  # the launcher's own deadline: 6 s + grace
