@@ -356,7 +356,7 @@ def test_duration_s_ends_the_run_even_when_the_learner_cannot(train):
         # SIGSTOP once its signal handlers are in (the service shell's start line; a SIGTERM
         # before that would kill it without a summary), and long before its own 6 s are up
         # (waiting for a first version could outlast them on a loaded machine).
-        _wait_for("the learner's start", lambda: log.exists() and "learner started" in log.read_text())
+        _wait_for("its start", lambda: log.exists() and "learner started" in log.read_text())
         learner.suspend()
         assert run.proc.stdout is not None
         for line in run.proc.stdout:  # the launcher's own deadline: 6 s + grace
