@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.deploy.netns_scaling import STEP_S, measure, open_lab, why_not
+from tests.deploy.netns_scaling import STEP_S, measure, why_not
+from tests.deploy.test_multihost import open_lab
 
 RESULTS = Path(__file__).parent / "results"
 

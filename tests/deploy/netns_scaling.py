@@ -22,14 +22,11 @@ batches each actor host delivered; then a warm stop and the whole run's summary.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
 import statistics
-import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +52,6 @@ def overrides(mode: str) -> dict[str, str]:
 
 def why_not() -> str | None:
     return _why_not_netns()
-
-
-@contextlib.contextmanager
-def open_lab(root: Path) -> Iterator[Lab]:
-    """A Lab whose namespaces and /etc/netns entries are gone afterwards, whatever happens."""
-    lab = Lab(root)
-    try:
-        yield lab
-    finally:
-        lab.teardown()
-        leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
-        assert lab.tag not in leftovers.stdout, leftovers.stdout
-        assert not any(e.exists() for e in lab.etc_dirs)
 
 
 class ScaledTopology:

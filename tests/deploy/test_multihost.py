@@ -190,12 +190,10 @@ class Lab:
             shutil.rmtree(etc, ignore_errors=True)
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> Iterator[Lab]:
-    reason = _why_not_netns()
-    if reason:
-        pytest.skip(reason)
-    lab = Lab(tmp_path)
+@contextlib.contextmanager
+def open_lab(root: Path) -> Iterator[Lab]:
+    """A Lab whose namespaces and /etc/netns entries are gone afterwards, whatever happens."""
+    lab = Lab(root)
     try:
         yield lab
     finally:
@@ -203,6 +201,15 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
         leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
         assert lab.tag not in leftovers.stdout, leftovers.stdout
         assert not any(e.exists() for e in lab.etc_dirs)
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Iterator[Lab]:
+    reason = _why_not_netns()
+    if reason:
+        pytest.skip(reason)
+    with open_lab(tmp_path) as lab:
+        yield lab
 
 
 class Host:

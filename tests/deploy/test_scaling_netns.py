@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from .composefile import tool
-from .netns_scaling import OVERRIDES_OF, measure, open_lab, why_not
+from .netns_scaling import OVERRIDES_OF, measure, why_not
 from .service_env import OVERRIDABLE
+from .test_multihost import open_lab
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(300)]
 
