@@ -219,7 +219,12 @@ def test_a_killed_launcher_takes_its_processes_with_it(tmp_path):
             time.sleep(0.2)
         cfg = json.loads((run_dir / "settings.json").read_text())
         r = redis.Redis.from_url(cfg["redis_url"])
-        pids = [int(k.decode().split("-")[1]) for k in r.hkeys(f"ppomq:{cfg['run_id']}:actors")]
+        # The learner writes progress.csv a moment before the actors' status: poll for it.
+        pids: list[int] = []
+        while not pids and time.monotonic() < deadline:
+            keys = r.hkeys(f"ppomq:{cfg['run_id']}:actors")
+            pids = [int(k.decode().split("-")[1]) for k in keys]
+            time.sleep(0.1)
         assert pids
         # Everything the launcher started, directly or through its fork server.
         tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
