@@ -20,7 +20,7 @@ import numpy as np
 from .errors import DecodeError, Reason
 from .rollout import ALLOWED_DTYPES, MAX_DIM, MAX_ID_LEN, MAX_RANK, WIRE_DTYPES, parse_schema
 
-WEIGHTS_SCHEMA = "ppomq.weights/1.0"
+WEIGHTS_SCHEMA = "ppomq.weights/1.1"
 WEIGHTS_FAMILY = "ppomq.weights"
 WEIGHTS_MAJOR, WEIGHTS_MINOR = 1, 0
 ALIGNMENT = 64
@@ -53,6 +53,8 @@ class WeightsHeader:
     sha256: str
     blob_size: int
     extra: dict[str, Any] = field(default_factory=dict)
+    # What actors apply outside the network (1.1): {"reward_norm": {...}} or {}.
+    actor: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +77,7 @@ class WeightsHeader:
             "sha256": self.sha256,
             "blob_size": self.blob_size,
             "extra": self.extra,
+            "actor": self.actor,
         }
 
     def pack(self) -> bytes:
@@ -94,6 +97,7 @@ def pack_weights(
     env_steps: int = 0,
     created_ns: int | None = None,
     extra: dict[str, Any] | None = None,
+    actor: dict[str, Any] | None = None,
 ) -> tuple[WeightsHeader, bytes]:
     """Lay `tensors` out in one blob (the single copy) and describe it in a header."""
     entries: list[TensorEntry] = []
@@ -123,6 +127,7 @@ def pack_weights(
         sha256=hashlib.sha256(data).hexdigest(),
         blob_size=len(data),
         extra=dict(extra or {}),
+        actor=dict(actor or {}),
     )
     return header, data
 
@@ -172,9 +177,10 @@ def _parse_header(raw: bytes | memoryview) -> WeightsHeader:
     created_ns = _int(doc.get("created_ns"), "created_ns")
     learner_step = _int(doc.get("learner_step"), "learner_step")
     env_steps = _int(doc.get("env_steps"), "env_steps")
-    model, extra = doc.get("model"), doc.get("extra", {})
+    model, extra, actor = doc.get("model"), doc.get("extra", {}), doc.get("actor", {})
     _require(type(model) is dict, Reason.HEADER_INVALID, "model must be a map")
     _require(type(extra) is dict, Reason.HEADER_INVALID, "extra must be a map")
+    _require(type(actor) is dict, Reason.HEADER_INVALID, "actor must be a map")
     sha = doc.get("sha256")
     _require(
         type(sha) is str and _SHA256_RE.fullmatch(sha) is not None,
@@ -232,6 +238,7 @@ def _parse_header(raw: bytes | memoryview) -> WeightsHeader:
         sha256=sha,
         blob_size=blob_size,
         extra=extra,
+        actor=actor,
     )
 
 
