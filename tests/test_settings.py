@@ -91,3 +91,24 @@ def test_docs_settings_table_is_current():
 
     doc = Path(__file__).resolve().parent.parent / "docs" / "SETTINGS.md"
     assert doc.read_text() == settings_table(), "run: python -m ppomq.settings > docs/SETTINGS.md"
+
+
+def test_model_settings_names_defaults_and_choices():
+    fields = LearnerSettings.model_fields
+    defaults = {
+        n: fields[n].default for n in ("activation", "norm_obs", "norm_reward", "gradients")
+    }
+    assert defaults == {
+        "activation": "tanh",
+        "norm_obs": False,
+        "norm_reward": False,
+        "gradients": "auto",
+    }
+    for name, value in [
+        ("activation", "relu"),
+        ("gradients", "analytic"),
+        ("gradients", "autograd"),
+    ]:
+        assert getattr(load_settings(LearnerSettings, {name: value}), name) == value
+    with pytest.raises(UsageError, match="--activation"):
+        load_settings(LearnerSettings, {"activation": "gelu"})

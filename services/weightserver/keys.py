@@ -8,7 +8,6 @@ with a pattern and so that one ACL pattern (`~ppomq:*`) covers all of them.
     ppomq:{run}:versions          ZSET   member = score = v, for every stored version
     ppomq:{run}:latest            STRING newest published version, decimal
     ppomq:{run}:protected         SET    versions retention must keep
-    ppomq:{run}:ckpt              (learner) resume state
     ppomq:{run}:stats             (learner) what `ppomq status` reads
     ppomq:{run}:actors            (actors' heartbeats, via the learner) for `ppomq status`
     ppomq:{run}:finished          STRING (learner) JSON {"version", "env_steps", "unix"}: the
@@ -54,10 +53,6 @@ class RunKeys:
     @property
     def protected(self) -> str:
         return f"{self.prefix}protected"
-
-    @property
-    def ckpt(self) -> str:
-        return f"{self.prefix}ckpt"
 
     @property
     def stats(self) -> str:

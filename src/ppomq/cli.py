@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "eval",
     "status",
     "bench",
+    "presets",
 )
 
 
@@ -51,13 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ppomq {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"ppomq.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"ppomq.commands.{name}":
-                raise
-            continue  # not built yet
-        module.register(sub)
+        importlib.import_module(f"ppomq.commands.{name}").register(sub)
     return parser
 
 

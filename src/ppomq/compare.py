@@ -397,9 +397,10 @@ def compare_runs(a: RunData, b: RunData, *, out_dir: Path) -> Comparison:
         "",
         table,
         "",
-        "Learner phases: wait = waiting for batches, targets = GAE/V-trace, sgd = the PPO "
-        "epochs, publish = packing and storing the new weights. waste ratio = rejected / "
-        "produced batches. Wall time and SPS are the learner's clock (from its start).",
+        "Learner phases: wait = waiting for batches, targets = flattening the batches and "
+        "their GAE advantages and returns, sgd = the PPO epochs, publish = packing and "
+        "storing the new weights. waste ratio = rejected / produced batches. Wall time and "
+        "SPS are the learner's clock (from its start).",
         *(f"note: {n}" for n in notes),
         f"plot: {plot_path}",
     ]

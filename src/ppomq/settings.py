@@ -1,8 +1,11 @@
-"""The one settings model: defaults < config file (TOML) < `PPOMQ_*` variables < flags.
+"""The one settings model, in layers: defaults < preset < config file (TOML) < `PPOMQ_*`
+variables < flags.
 
 A field's name is its name everywhere: `--max-staleness` on the command line,
-`PPOMQ_MAX_STALENESS` in the environment (compose, k8s), `max_staleness` in a config file.
-Each service takes the groups it needs; a field is defined once, in its group.
+`PPOMQ_MAX_STALENESS` in the environment (compose, k8s), `max_staleness` in a config file
+or a preset. Each service takes the groups it needs; a field is defined once, in its group.
+A preset (`--preset mujoco`) is a TOML file of published hyper-parameters shipped in
+ppomq/presets/, each value citing its source; anything set another way overrides it.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ import argparse
 import os
 import re
 import tomllib
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, CliSettingsSource, SettingsConfigDict
 
 from .errors import UsageError
@@ -38,6 +42,66 @@ class _Group(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
     )
+
+
+# --- presets -----------------------------------------------------------------------------
+
+
+def _presets_dir() -> Traversable:
+    return resources.files("ppomq") / "presets"
+
+
+def preset_names() -> list[str]:
+    """The presets shipped with ppomq: one `NAME.toml` each in ppomq/presets/."""
+    return sorted(
+        p.name.removesuffix(".toml") for p in _presets_dir().iterdir() if p.name.endswith(".toml")
+    )
+
+
+def _unknown_preset(name: str) -> str:
+    return f"unknown preset {name!r}; the presets are: {', '.join(preset_names())}"
+
+
+def preset_text(name: str) -> str:
+    """The TOML source of preset `name`, comments (the citations) included."""
+    if name not in preset_names():  # also keeps a name from reaching outside presets/
+        raise UsageError(f"{_unknown_preset(name)} (--preset / {ENV_PREFIX}PRESET)")
+    return (_presets_dir() / f"{name}.toml").read_text(encoding="utf-8")
+
+
+def read_preset(name: str) -> dict[str, Any]:
+    """Preset `name`'s settings by field name; an unknown name is a one-line UsageError."""
+    return tomllib.loads(preset_text(name))
+
+
+def preset_summary(name: str) -> str:
+    """The first comment line of a preset file: what it is and where it comes from."""
+    for line in preset_text(name).splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip()
+    return ""
+
+
+class PresetSettings(_Group):
+    """Which preset a learner, actor or `ppomq train` starts from (applied by load_settings)."""
+
+    preset: str = Field(
+        "",
+        description="Start from a named set of published hyper-parameters, "
+        f"ppomq/presets/NAME.toml ({', '.join(preset_names())}; `ppomq presets` lists them). "
+        "A config file, PPOMQ_* variables and flags override its values. Empty: the "
+        "built-in defaults, which are the cartpole preset's.",
+    )
+
+    @field_validator("preset")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value and value not in preset_names():
+            raise ValueError(_unknown_preset(value))
+        return value
+
+
+# --- settings groups ---------------------------------------------------------------------
 
 
 class CommonSettings(_Group):
@@ -143,13 +207,30 @@ class PPOSettings(_Group):
     target_kl: float | None = Field(
         None, gt=0, description="Stop an update's epochs early above this approx-KL."
     )
-    gradients: Literal["analytic", "autograd"] = Field(
-        "analytic",
-        description="How the learner differentiates the PPO loss: analytic (hand-derived "
-        "for the MLP actor-critic, ~2x faster per update at CartPole sizes) or autograd "
-        "(torch autograd, the reference).",
+    gradients: Literal["auto", "analytic", "autograd"] = Field(
+        "auto",
+        description="How the learner differentiates the PPO loss: autograd (torch autograd "
+        "on the one PPO objective, the reference; any model), analytic (hand-derived "
+        "backward of the MLP actor-critic, faster; refused for a model it was not derived "
+        "for) or auto (analytic when the model supports it, autograd otherwise).",
     )
     hidden_sizes: str = Field("64,64", description="Hidden layer sizes, comma-separated.")
+    activation: Literal["tanh", "relu"] = Field(
+        "tanh", description="Activation after each hidden layer of the MLP."
+    )
+    norm_obs: bool = Field(
+        False,
+        description="Normalize observations by their running mean and variance, as "
+        "CleanRL's ppo_continuous_action does; the statistics travel with the weights, so "
+        "actors, exported weights and `ppomq eval` normalize exactly like the learner.",
+    )
+    norm_reward: bool = Field(
+        False,
+        description="Scale rewards per env in the actor by the running std of the "
+        "discounted return (--gamma), as CleanRL's ppo_continuous_action does with "
+        "gymnasium's NormalizeReward. Set on the learner; actors follow it through the "
+        "weights header.",
+    )
 
     @property
     def hidden(self) -> list[int]:
@@ -197,6 +278,7 @@ class RunSettings(_Group):
 
 
 class LearnerSettings(
+    PresetSettings,
     CommonSettings,
     RedisSettings,
     EnvSettings,
@@ -246,7 +328,9 @@ class ActorLoopSettings(_Group):
     )
 
 
-class ActorSettings(CommonSettings, EnvSettings, TransportSettings, ActorLoopSettings):
+class ActorSettings(
+    PresetSettings, CommonSettings, EnvSettings, TransportSettings, ActorLoopSettings
+):
     """`ppomq actor`."""
 
     mode: Literal["async", "sync"] = Field(
@@ -347,17 +431,28 @@ def format_validation_error(exc: ValidationError) -> str:
 def load_settings(
     cls: type[S], flags: dict[str, Any] | None = None, config_file: str | None = None
 ) -> S:
-    """Build `cls` from the four layers; a bad value is a one-line `UsageError`."""
+    """Build `cls` from its layers, defaults < preset < config file < env < flags; a bad
+    value or an unknown preset is a one-line `UsageError`.
+
+    The preset's name is itself a setting (flag, then variable, then config file); only
+    the preset's values that are fields of `cls` apply (an actor takes no learning rate).
+    """
     flags = dict(flags or {})
     config_file = flags.pop("config", None) or config_file or os.environ.get(ENV_PREFIX + "CONFIG")
     file_values: dict[str, Any] = {}
     if config_file:
         file_values = {k: v for k, v in _read_config(config_file).items() if k in cls.model_fields}
+    preset_values: dict[str, Any] = {}
+    if "preset" in cls.model_fields:
+        name = flags.get("preset", os.environ.get(ENV_PREFIX + "PRESET", file_values.get("preset")))
+        if name:
+            preset = read_preset(str(name))
+            preset_values = {k: v for k, v in preset.items() if k in cls.model_fields}
 
     class _Layered(cls):  # type: ignore[valid-type,misc]
         @classmethod
         def settings_customise_sources(cls_, settings_cls, init_settings, env_settings, **_):
-            return (init_settings, env_settings, lambda: file_values)
+            return (init_settings, env_settings, lambda: file_values, lambda: preset_values)
 
     _Layered.__name__ = cls.__name__
     try:
@@ -426,15 +521,10 @@ def settings_snapshot(settings: BaseSettings, **extra: Any) -> dict[str, Any]:
     return redact_settings(doc, type(settings))
 
 
-def ensure_dir(path: str | os.PathLike[str]) -> Path:
-    p = Path(path)
-    p.mkdir(parents=True, exist_ok=True)
-    return p
-
-
 __all__ = [
     "CommonSettings",
     "EnvSettings",
+    "PresetSettings",
     "RedisSettings",
     "TransportSettings",
     "WeightStoreSettings",
@@ -442,6 +532,10 @@ __all__ = [
     "add_settings_arguments",
     "is_secret",
     "load_settings",
+    "preset_names",
+    "preset_summary",
+    "preset_text",
+    "read_preset",
     "redact_settings",
     "redact_value",
     "settings_env",
@@ -465,7 +559,8 @@ def settings_table() -> str:
         "# Settings",
         "",
         "Generated by `python -m ppomq.settings` from src/ppomq/settings.py; a test keeps it",
-        "current. Layers: defaults < `--config FILE` (TOML) < `PPOMQ_*` variables < flags.",
+        "current. Layers: defaults < `--preset NAME` (src/ppomq/presets/NAME.toml) <",
+        "`--config FILE` (TOML) < `PPOMQ_*` variables < flags.",
         "",
         "| setting | flag | variable | default | read by | meaning |",
         "|---|---|---|---|---|---|",
