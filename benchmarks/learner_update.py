@@ -2,17 +2,19 @@
 
     .venv/bin/python -m benchmarks.learner_update [--rounds 7] [--updates 20] [--quick]
 
-One process, one torch thread (as the learner runs), CartPole-v1 shapes and the training
-defaults (64-64 actor-critic, 20 epochs, 256-sample minibatches), on rollout batches of
-N=8 x T=32 made by the policy itself. Two update sizes: one actor's batch (256 samples,
-1 minibatch per epoch) and two actors' (512 samples, 2 minibatches per epoch).
+One process, one torch thread (as the learner runs), on rollout batches made by the policy
+itself. Cases: CartPole-v1 shapes and the cartpole preset (64-64 tanh, 20 epochs,
+256-sample minibatches) with one actor's batch (N=8 x T=32: 256 samples, 1 minibatch per
+epoch) and two actors' (512 samples, 2 minibatches); and HalfCheetah-v5 shapes (17 obs, 6
+Gaussian actions, observation normalization) with the mujoco preset's update: two actors'
+T=1024 x N=1 batches, 10 epochs of 64-sample minibatches (320 SGD steps).
 
 Engines, interleaved round by round so that all see the same machine:
   torch-optim  what ppomq did before (and CleanRL does): autograd, clip_grad_norm_ over the
                parameter list, torch.optim.Adam(fused=True) — the baseline of the ratios
   autograd     `--gradients autograd`: autograd into flat gradients, flat clip, FlatAdam
-  analytic     `--gradients analytic` (the default): hand-derived gradients, flat clip,
-               FlatAdam
+  analytic     `--gradients analytic` (what `auto` picks for MLPs): the MLP backward by
+               hand, the distribution and objective by autograd, flat clip, FlatAdam
 
 Writes benchmarks/results/learner_update.{json,md}.
 """
@@ -32,25 +34,36 @@ import torch
 
 from ppomq.learner.ppo_loss import ppo_loss
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.policy import ActorCritic
+from ppomq.models import Policy, build_model
 from ppomq.proto import RolloutBatch
 
 RESULTS = Path(__file__).parent / "results"
-SPEC = {"arch": "mlp", "obs_shape": [4], "action_kind": "discrete", "n_actions": 2,
-        "hidden": [64, 64]}  # fmt: skip
+CARTPOLE = {"arch": "mlp", "obs_shape": [4], "action": {"kind": "categorical", "n": 2},
+            "hidden": [64, 64], "activation": "tanh", "obs_norm": None}  # fmt: skip
+CHEETAH = {"arch": "mlp", "obs_shape": [17], "action": {"kind": "gaussian", "shape": [6]},
+           "hidden": [64, 64], "activation": "tanh",
+           "obs_norm": {"clip": 10.0, "epsilon": 1e-8}}  # fmt: skip
+# (name, model spec, batches, T, N, PPOConfig overrides)
+CASES: list[tuple[str, dict[str, Any], int, int, int, dict[str, Any]]] = [
+    ("cartpole, 1 batch", CARTPOLE, 1, 32, 8, {}),
+    ("cartpole, 2 batches", CARTPOLE, 2, 32, 8, {}),
+    ("halfcheetah, 2 batches", CHEETAH, 2, 1024, 1,
+     {"update_epochs": 10, "minibatch_size": 64, "clip_vloss": True}),
+]  # fmt: skip
 ENGINES = ("torch-optim", "autograd", "analytic")
 BASELINE = "torch-optim"
 
 
-def make_batch(policy: ActorCritic, seed: int, t: int = 32, n: int = 8) -> RolloutBatch:
+def make_batch(policy: Policy, seed: int, t: int = 32, n: int = 8) -> RolloutBatch:
     rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(t, n, 4)).astype(np.float32)
-    action, logp, value = policy.act(torch.from_numpy(obs.reshape(-1, 4)))
+    obs_shape = tuple(policy.spec["obs_shape"])
+    obs = rng.normal(size=(t, n, *obs_shape)).astype(np.float32)
+    action, logp, value = policy.act(torch.from_numpy(obs.reshape(-1, *obs_shape)))
     return RolloutBatch(
         run_id="bench", actor_id="a", seq=seed, policy_version=0, env_id="CartPole-v1",
         num_envs=n, num_steps=t,
         arrays={
-            "obs": obs, "actions": action.numpy().reshape(t, n),
+            "obs": obs, "actions": action.numpy().reshape(t, n, *action.shape[1:]),
             "logp": logp.numpy().reshape(t, n), "values": value.numpy().reshape(t, n),
             "rewards": np.ones((t, n), np.float32),
             "terminated": rng.random((t, n)) < 0.02, "truncated": np.zeros((t, n), bool),
@@ -63,7 +76,7 @@ def make_batch(policy: ActorCritic, seed: int, t: int = 32, n: int = 8) -> Rollo
 class TorchOptimTrainer(PPOTrainer):
     """The previous ppomq update loop, kept here as the baseline."""
 
-    def __init__(self, *, policy: ActorCritic, config: PPOConfig) -> None:
+    def __init__(self, *, policy: Policy, config: PPOConfig) -> None:
         self.policy, self.config, self.updates = policy, config, 0
         self.adam = torch.optim.Adam(
             policy.parameters(), lr=config.learning_rate, eps=1e-5, fused=True
@@ -75,8 +88,11 @@ class TorchOptimTrainer(PPOTrainer):
         cfg = self.config
         flat = flatten_batches(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
         t = {k: torch.from_numpy(v) for k, v in flat.items()}
+        t["obs"] = self.policy.preprocess(t["obs"])
         size = len(t["obs"])
         n_mb = max(1, round(size / cfg.minibatch_size))
+        if self.policy.obs_norm is not None:
+            self.policy.obs_norm.update(t["obs"])
         for _ in range(cfg.update_epochs):
             for mb in torch.tensor_split(torch.randperm(size), n_mb):
                 new_logp, entropy, new_values = self.policy.evaluate(t["obs"][mb], t["actions"][mb])
@@ -95,19 +111,21 @@ class TorchOptimTrainer(PPOTrainer):
         return {}
 
 
-def make_trainer(engine: str, policy: ActorCritic) -> PPOTrainer:
-    cfg = PPOConfig(anneal_lr=False)
+def make_trainer(engine: str, policy: Policy, overrides: dict[str, Any]) -> PPOTrainer:
+    cfg = PPOConfig(anneal_lr=False, **overrides)
     if engine == BASELINE:
         return TorchOptimTrainer(policy=policy, config=cfg)
-    return PPOTrainer(policy=policy, config=PPOConfig(anneal_lr=False, gradients=engine))
+    return PPOTrainer(policy=policy, config=PPOConfig(anneal_lr=False, gradients=engine,
+                                                      **overrides))  # fmt: skip
 
 
-def time_updates(engine: str, n_batches: int, updates: int, seed: int) -> float:
+def time_updates(engine: str, case: tuple, updates: int, seed: int) -> float:
     """Median seconds per update over `updates` updates after 3 warm-up updates."""
+    _, spec, n_batches, t, n, overrides = case
     torch.manual_seed(seed)
-    policy = ActorCritic(SPEC)
-    trainer = make_trainer(engine, policy)
-    batches = [make_batch(policy, seed * 100 + i) for i in range(n_batches)]
+    policy = build_model(spec)
+    trainer = make_trainer(engine, policy, overrides)
+    batches = [make_batch(policy, seed * 100 + i, t, n) for i in range(n_batches)]
     for _ in range(3):
         trainer.update(batches, 0)
     times = []
@@ -121,14 +139,17 @@ def time_updates(engine: str, n_batches: int, updates: int, seed: int) -> float:
 def run(rounds: int, updates: int) -> dict[str, Any]:
     torch.set_num_threads(1)
     cases: dict[str, Any] = {}
-    for n_batches in (1, 2):
-        samples = n_batches * 256
-        sgd_steps = 20 * max(1, round(samples / 256))
+    for spec_case in CASES:
+        name, _, n_batches, t, n, overrides = spec_case
+        cfg = PPOConfig(**overrides)
+        samples = n_batches * t * n
+        sgd_steps = cfg.update_epochs * max(1, round(samples / cfg.minibatch_size))
         per_update: dict[str, list[float]] = {e: [] for e in ENGINES}
         for r in range(rounds):
             for engine in ENGINES:  # interleaved: every engine once per round
-                per_update[engine].append(time_updates(engine, n_batches, updates, seed=r))
-        case = {"samples": samples, "sgd_steps_per_update": sgd_steps, "engines": {}}
+                per_update[engine].append(time_updates(engine, spec_case, updates, seed=r))
+        case = {"name": name, "samples": samples, "sgd_steps_per_update": sgd_steps,
+                "engines": {}}  # fmt: skip
         base = statistics.median(per_update[BASELINE])
         for engine, values in per_update.items():
             med = statistics.median(values)
@@ -139,7 +160,7 @@ def run(rounds: int, updates: int) -> dict[str, Any]:
                 "sgd_step_us_median": round(med / sgd_steps * 1e6, 1),
                 "speedup_vs_baseline": round(base / med, 2),
             }
-        cases[f"{n_batches}-batch"] = case
+        cases[name] = case
     return {
         "benchmark": "learner_update",
         "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread, "
@@ -165,7 +186,8 @@ def markdown(result: dict[str, Any]) -> str:
     for case in result["cases"].values():
         for engine, e in case["engines"].items():
             lines.append(
-                f"| {case['samples']} samples, {case['sgd_steps_per_update']} SGD steps "
+                f"| {case['name']}: {case['samples']} samples, "
+                f"{case['sgd_steps_per_update']} SGD steps "
                 f"| {engine} | {e['update_ms_median']} ({e['update_ms_min']}–"
                 f"{e['update_ms_max']}) | {e['sgd_step_us_median']} "
                 f"| {e['speedup_vs_baseline']}x |"

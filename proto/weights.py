@@ -108,7 +108,8 @@ def pack_weights(
         dtype_name = arr.dtype.name
         if dtype_name not in ALLOWED_DTYPES:
             raise ValueError(f"tensor {name!r} has dtype {dtype_name}, not one of the wire dtypes")
-        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+        # ascontiguousarray returns at least 1-D: keep a 0-d tensor's shape ().
+        arr = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).reshape(arr.shape)
         if arr.nbytes:  # an empty tensor needs no alignment, and must not pad the blob's end
             start = _aligned(offset)
             pieces.append(bytes(start - offset))

@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from ppomq.policy import ActorCritic, InferencePolicy, load_numpy_state
+from ppomq.models import InferencePolicy, Policy, build_model, load_numpy_state
 from ppomq.proto import WeightsHeader, unpack_tensors
 from ppomq.weightserver.client import WeightsClient, WeightsTimeoutError
 
@@ -25,17 +25,17 @@ class PolicyHolder:
     """A policy rebuilt from weights messages, and the version it came from."""
 
     def __init__(self) -> None:
-        self.policy: ActorCritic | None = None
+        self.policy: Policy | None = None
         self.inference: InferencePolicy | None = None
         self.version = -1
 
     def load(self, header: WeightsHeader, blob: Any) -> None:
         if self.policy is None or self.policy.spec != header.model:
-            self.policy = ActorCritic(header.model)
+            self.policy = build_model(header.model)
         load_numpy_state(self.policy, unpack_tensors(header, blob))
         # InferencePolicy copies the tensors, so a later load never changes a policy that
         # the step loop is using.
-        self.inference = InferencePolicy(self.policy)
+        self.inference = self.policy.inference()
         self.version = header.version
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from ppomq.policy import ActorCritic
+from ppomq.models import Policy
 from ppomq.rundir import plot_learning_curve
 from ppomq.settings import LearnerSettings
 from ppomq.signals import FastStop, WarmStop
@@ -20,7 +20,7 @@ from .loop import LearnerLoop
 log = logging.getLogger("ppomq.learner")
 
 
-def save_final_weights(path: Path, policy: ActorCritic, meta: dict[str, Any]) -> None:
+def save_final_weights(path: Path, policy: Policy, meta: dict[str, Any]) -> None:
     torch.save({"state_dict": policy.state_dict(), "metadata": meta}, path)
 
 

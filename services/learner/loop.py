@@ -19,7 +19,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ppomq.metrics import LearnerMetrics
-from ppomq.policy import numpy_state
+from ppomq.models import numpy_state
 from ppomq.proto import RolloutBatch, pack_weights
 from ppomq.rundir import RunRecorder
 from ppomq.settings import LearnerSettings
@@ -39,6 +39,14 @@ STATUS_FORGET_S = 300.0
 # Publish retries while Redis is away: short waits, so training resumes within about a
 # second of Redis coming back, and a stop signal is never held up for long.
 PUBLISH_BACKOFF = ExponentialBackoff(cap=1.0, base=0.05)
+
+
+def actor_config(settings: Any) -> dict[str, Any]:
+    """What actors apply outside the network, published in every weights header: CleanRL's
+    reward scaling (running std of the discounted return, clipped) when --norm-reward."""
+    if not settings.norm_reward:
+        return {}
+    return {"reward_norm": {"gamma": float(settings.gamma), "clip": 10.0, "epsilon": 1e-8}}
 
 
 class _StopPublishing(Exception):
@@ -108,6 +116,7 @@ class LearnerLoop:
             learner_step=self.trainer.updates,
             env_steps=self.env_steps,
             extra={"env_id": self.s.env_id, "run_id": self.s.run_id},
+            actor=actor_config(self.s),
         )
 
         def failed(exc: Exception, failures: int) -> None:

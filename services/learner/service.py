@@ -25,7 +25,7 @@ from redis.retry import Retry
 from ppomq.envs import rollout_spec_for
 from ppomq.errors import UsageError
 from ppomq.metrics import LearnerMetrics
-from ppomq.policy import ActorCritic, load_numpy_state, model_spec_for
+from ppomq.models import build_model, load_numpy_state, model_spec_for
 from ppomq.proto import RolloutBatch
 from ppomq.proto.weights import unpack_tensors
 from ppomq.redis_util import wait_for_redis
@@ -95,7 +95,14 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
             "(no limit); set --total-steps for a finite run, or --no-anneal-lr"
         )
 
-    policy = ActorCritic(model_spec_for(spec, settings.hidden))
+    policy = build_model(
+        model_spec_for(
+            spec,
+            hidden=settings.hidden,
+            activation=settings.activation,
+            norm_obs=settings.norm_obs,
+        )
+    )
     trainer = PPOTrainer(policy=policy, config=PPOConfig.from_settings(settings))
     run_dir = Path(settings.run_dir)
     ckpt = load_checkpoint(settings.run_dir)

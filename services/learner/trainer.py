@@ -9,13 +9,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ppomq.policy import ActorCritic
+from ppomq.models import Policy
 from ppomq.proto import RolloutBatch
 
-from .analytic_grad import ActorCriticGradient, Minibatch
 from .flat_params import FlatAdam, FlatParameters
 from .gae import compute_gae
-from .ppo_loss import PPOLossStats, ppo_loss
+from .gradients import Minibatch, select_gradient
+from .ppo_loss import PPOLossStats
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float | None = None
-    gradients: str = "analytic"
+    gradients: str = "auto"
 
     @classmethod
     def from_settings(cls, settings: Any) -> PPOConfig:
@@ -68,39 +68,17 @@ def flatten_batches(
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 
-class AutogradGradient:
-    """The reference: `ActorCritic.evaluate` + `ppo_loss` + `loss.backward()`, for any
-    differentiable policy. Gradients accumulate into the (flat) `.grad` views."""
-
-    def __init__(self, policy: ActorCritic, flat: FlatParameters) -> None:
-        self.policy, self.flat = policy, flat
-
-    def __call__(self, mb: Minibatch, **coefs: Any) -> PPOLossStats:
-        self.flat.grad.zero_()
-        new_logp, entropy, new_values = self.policy.evaluate(mb.obs, mb.actions)
-        loss, stats = ppo_loss(
-            new_logp, mb.old_logp, mb.advantages, new_values, mb.old_values, mb.returns,
-            entropy, **coefs,
-        )  # fmt: skip
-        loss.backward()
-        return stats
-
-
 class PPOTrainer:
     """Owns the policy and the optimizer; `update(batches)` runs one PPO update."""
 
-    def __init__(self, *, policy: ActorCritic, config: PPOConfig) -> None:
+    def __init__(self, *, policy: Policy, config: PPOConfig) -> None:
         self.policy = policy
         self.config = config
         # Every parameter becomes a view into one buffer, so clipping and Adam are a
         # handful of ops on two flat tensors (see flat_params.py).
         self.flat = FlatParameters(policy)
         self.optimizer = FlatAdam(self.flat.data, self.flat.grad, eps=1e-5)
-        self._gradient = (
-            AutogradGradient(policy, self.flat)
-            if config.gradients == "autograd"
-            else ActorCriticGradient(policy)
-        )
+        self._gradient = select_gradient(config.gradients, policy, self.flat)
         self.updates = 0
 
     def _learning_rate(self, env_steps: int) -> float:
@@ -116,8 +94,9 @@ class PPOTrainer:
         cfg = self.config
         t0 = time.perf_counter()
         flat = flatten_batches(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
+        raw_obs = torch.from_numpy(flat["obs"])
         data = Minibatch(
-            obs=torch.from_numpy(flat["obs"]).float().flatten(1),
+            obs=self.policy.preprocess(raw_obs),
             actions=torch.from_numpy(flat["actions"]),
             old_logp=torch.from_numpy(flat["logp"]),
             old_values=torch.from_numpy(flat["values"]),
@@ -155,6 +134,10 @@ class PPOTrainer:
                 self.optimizer.step(lr)
             if cfg.target_kl is not None and float(history[-1].approx_kl) > cfg.target_kl:
                 break  # early stop: the policy moved too far from the behaviour policy
+        if self.policy.obs_norm is not None:
+            # After the update: this version trained with the statistics its actors used;
+            # the next one carries statistics that include these observations.
+            self.policy.obs_norm.update(raw_obs.flatten(1))
         t2 = time.perf_counter()
         self.updates += 1
 

@@ -9,13 +9,36 @@ import numpy as np
 import torch
 
 from .errors import NotFoundError, UsageError
-from .policy import ActorCritic
+from .models import ModelSpecError, Policy, build_model
 
 
-def evaluate_policy(
-    policy: ActorCritic, env_id: str, *, episodes: int = 20, seed: int = 0
-) -> float:
-    """Mean undiscounted return of `episodes` greedy episodes (one env, seeded per episode)."""
+def check_fits_env(model: dict[str, Any], env_id: str, obs_space: Any, action_space: Any) -> None:
+    """A one-line UsageError when a model (its spec, and with it its normalization
+    statistics) was not made for this env's spaces."""
+    obs_shape = tuple(getattr(obs_space, "shape", None) or ())
+    if list(obs_shape) != list(model["obs_shape"]):
+        raise UsageError(
+            f"the weights are for observations of shape {tuple(model['obs_shape'])} (their "
+            f"normalization statistics too), {env_id} has {obs_shape}; pass the env they "
+            "were trained on (--env-id)"
+        )
+    action = model["action"]
+    n = getattr(action_space, "n", None)
+    fits = (
+        n is not None and int(n) == action.get("n")
+        if action["kind"] == "categorical"
+        else list(getattr(action_space, "shape", None) or ()) == list(action.get("shape", []))
+    )
+    if not fits:
+        raise UsageError(
+            f"the weights' action head ({action}) does not fit {env_id}'s action space "
+            f"{action_space}; pass the env they were trained on (--env-id)"
+        )
+
+
+def evaluate_policy(policy: Policy, env_id: str, *, episodes: int = 20, seed: int = 0) -> float:
+    """Mean undiscounted return of `episodes` greedy episodes (one env, seeded per episode);
+    Gaussian actions are the mean, clipped to the env's bounds per dimension."""
     import gymnasium as gym
 
     from .envs import check_env_id
@@ -23,18 +46,16 @@ def evaluate_policy(
     check_env_id(env_id)
     env = gym.make(env_id)
     space = env.action_space
+    check_fits_env(policy.spec, env_id, env.observation_space, space)
     total = 0.0
     try:
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed + ep)
             done = False
             while not done:
-                x = torch.as_tensor(np.asarray(obs, dtype=np.float32)).unsqueeze(0)
+                x = torch.as_tensor(np.asarray(obs)).unsqueeze(0)
                 action = policy.greedy(x)[0].numpy()
-                if not policy.discrete:
-                    action = np.clip(action, space.low, space.high)
-                else:
-                    action = int(action)
+                action = int(action) if policy.discrete else np.clip(action, space.low, space.high)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 done = terminated or truncated
@@ -43,7 +64,7 @@ def evaluate_policy(
     return total / max(episodes, 1)
 
 
-def load_weights_file(path: str | Path) -> tuple[ActorCritic, dict[str, Any]]:
+def load_weights_file(path: str | Path) -> tuple[Policy, dict[str, Any]]:
     """A policy from a `final_weights.pt` or a `ppomq weights export` file."""
     path = Path(path)
     if not path.exists():
@@ -53,9 +74,10 @@ def load_weights_file(path: str | Path) -> tuple[ActorCritic, dict[str, Any]]:
         meta = dict(doc["metadata"])
         # Exported versions carry the env in the header's `extra`; run dirs at top level.
         meta.setdefault("env_id", meta.get("extra", {}).get("env_id"))
-        model = meta["model"]
-        policy = ActorCritic(model)
+        policy = build_model(meta["model"])
         policy.load_state_dict({k: torch.as_tensor(v) for k, v in doc["state_dict"].items()})
+    except ModelSpecError as exc:
+        raise UsageError(f"{path}: {exc}") from None
     except (KeyError, TypeError, RuntimeError, EOFError) as exc:
         raise UsageError(
             f"{path} is not a ppomq weights file ({type(exc).__name__}); use a run dir's "

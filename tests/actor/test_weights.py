@@ -11,15 +11,17 @@ import redis
 import torch
 
 from ppomq.actor.weights import WeightsPrefetcher
-from ppomq.policy import ActorCritic, InferencePolicy, numpy_state
+from ppomq.models import InferencePolicy, ModelSpecError, Policy, build_model, numpy_state
 from ppomq.proto.weights import pack_weights
 from ppomq.weightserver.client import WeightsClient
 from ppomq.weightserver.store import WeightStore
 
 from ..weightserver.helpers import WeightserverProcess, make_weights
 
-SPEC = {"arch": "mlp", "obs_shape": [4], "action_kind": "discrete", "n_actions": 2,
-        "hidden": [16, 16]}  # fmt: skip
+# With observation normalization: its statistics travel with the weights.
+SPEC = {"arch": "mlp", "obs_shape": [4], "action": {"kind": "categorical", "n": 2},
+        "hidden": [16, 16], "activation": "tanh",
+        "obs_norm": {"clip": 10.0, "epsilon": 1e-8}}  # fmt: skip
 OBS = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
 
 
@@ -37,9 +39,10 @@ def prefetcher(server: WeightserverProcess) -> Iterator[WeightsPrefetcher]:
     p.close()
 
 
-def _publish(store: WeightStore, version: int, seed: int) -> ActorCritic:
+def _publish(store: WeightStore, version: int, seed: int) -> Policy:
     torch.manual_seed(seed)
-    policy = ActorCritic(SPEC)
+    policy = build_model(SPEC)
+    policy.obs_norm.update(torch.randn(64, 4, dtype=torch.float64) * seed + seed)
     store.publish(*pack_weights(version, numpy_state(policy), model=policy.spec,
                                 learner_step=version, env_steps=0))  # fmt: skip
     return policy
@@ -59,7 +62,7 @@ def test_newest_waits_for_a_version_and_loads_it(
     source = _publish(store, 1, seed=1)
     got = prefetcher.newest(-1, timeout_s=20)
     assert got is not None and got[0] == 1
-    np.testing.assert_allclose(_values(got[1]), _values(InferencePolicy(source)), rtol=1e-6)
+    np.testing.assert_allclose(_values(got[1]), _values(source.inference()), rtol=1e-6)
     assert prefetcher.newest(1) is None  # nothing newer than what we hold
 
 
@@ -74,14 +77,14 @@ def test_a_newer_version_replaces_the_old_without_changing_a_policy_in_use(
     source2 = _publish(store, 2, seed=2)
     got2 = prefetcher.newest(1, timeout_s=20)
     assert got2 is not None and got2[0] == 2
-    np.testing.assert_allclose(_values(got2[1]), _values(InferencePolicy(source2)), rtol=1e-6)
+    np.testing.assert_allclose(_values(got2[1]), _values(source2.inference()), rtol=1e-6)
     np.testing.assert_array_equal(_values(got1[1]), before)  # v1's policy is untouched
 
 
 def test_an_error_in_the_thread_reaches_the_caller(
     prefetcher: WeightsPrefetcher, redis_client: redis.Redis
 ) -> None:
-    # Weights whose model spec no ActorCritic can be built from (no obs_shape).
+    # Weights whose model spec no model can be built from (no obs_shape).
     WeightStore(redis_client, "pf").publish(*make_weights(1))
-    with pytest.raises(KeyError):
+    with pytest.raises(ModelSpecError):
         prefetcher.newest(-1, timeout_s=20)

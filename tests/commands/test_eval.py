@@ -9,13 +9,13 @@ import sys
 
 import torch
 
-from ppomq.policy import ActorCritic, numpy_state
+from ppomq.models import build_model, numpy_state
 from ppomq.proto import pack_weights
 from ppomq.redis_util import connect_redis
 from ppomq.weightserver.store import WeightStore
 
-SPEC = {"arch": "mlp", "obs_shape": [4], "action_kind": "discrete", "n_actions": 2,
-        "hidden": [8]}  # fmt: skip
+SPEC = {"arch": "mlp", "obs_shape": [4], "action": {"kind": "categorical", "n": 2},
+        "hidden": [8], "activation": "tanh", "obs_norm": None}  # fmt: skip
 
 
 def _ppomq(*args: str) -> subprocess.CompletedProcess[str]:
@@ -27,7 +27,7 @@ def _ppomq(*args: str) -> subprocess.CompletedProcess[str]:
 def test_an_exported_version_evaluates_on_the_env_it_was_trained_on(redis_url, tmp_path):
     torch.manual_seed(0)
     header, blob = pack_weights(
-        3, numpy_state(ActorCritic(SPEC)), model=SPEC,
+        3, numpy_state(build_model(SPEC)), model=SPEC,
         extra={"env_id": "CartPole-v1", "run_id": "ev"},
     )  # fmt: skip
     WeightStore(connect_redis(redis_url), "ev").publish(header, blob)

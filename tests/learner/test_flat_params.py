@@ -6,14 +6,14 @@ import pytest
 import torch
 
 from ppomq.learner.flat_params import FlatAdam, FlatParameters
-from ppomq.policy import ActorCritic
+from ppomq.models import build_model
 
-SPEC = {"arch": "mlp", "obs_shape": [3], "action_kind": "discrete", "n_actions": 2,
-        "hidden": [16, 16]}  # fmt: skip
+SPEC = {"arch": "mlp", "obs_shape": [3], "action": {"kind": "categorical", "n": 2},
+        "hidden": [16, 16], "activation": "tanh", "obs_norm": None}  # fmt: skip
 
 
 def test_parameters_and_grads_are_views_into_the_flat_buffers():
-    policy = ActorCritic(SPEC)
+    policy = build_model(SPEC)
     before = {k: v.clone() for k, v in policy.state_dict().items()}
     flat = FlatParameters(policy)
     assert len(flat) == sum(p.numel() for p in policy.parameters())
@@ -32,7 +32,7 @@ def test_parameters_and_grads_are_views_into_the_flat_buffers():
 
 
 def test_load_state_dict_writes_through_to_the_buffer():
-    policy, other = ActorCritic(SPEC), ActorCritic(SPEC)
+    policy, other = build_model(SPEC), build_model(SPEC)
     flat = FlatParameters(policy)
     policy.load_state_dict(other.state_dict())
     want = torch.cat([p.detach().reshape(-1) for p in other.parameters()])
@@ -40,7 +40,7 @@ def test_load_state_dict_writes_through_to_the_buffer():
 
 
 def test_clip_grad_norm_matches_torch():
-    policy = ActorCritic(SPEC)
+    policy = build_model(SPEC)
     flat = FlatParameters(policy)
     flat.grad.copy_(torch.randn(len(flat)) * 3)
     copies = [torch.nn.Parameter(p.detach().clone()) for p in policy.parameters()]
@@ -54,7 +54,7 @@ def test_clip_grad_norm_matches_torch():
 
 
 def test_small_gradients_are_not_scaled_up():
-    flat = FlatParameters(ActorCritic(SPEC))
+    flat = FlatParameters(build_model(SPEC))
     flat.grad.fill_(1e-4)
     flat.clip_grad_norm_(0.5)
     torch.testing.assert_close(flat.grad, torch.full_like(flat.grad, 1e-4))
@@ -94,7 +94,7 @@ def test_adam_state_round_trips_and_refuses_another_architecture():
 
 def test_adam_resumes_from_a_torch_adam_checkpoint():
     # Checkpoints written before FlatAdam hold torch.optim.Adam's per-parameter state.
-    policy = ActorCritic(SPEC)
+    policy = build_model(SPEC)
     torch_adam = torch.optim.Adam(policy.parameters(), lr=1e-3)
     for p in policy.parameters():
         p.grad = torch.randn_like(p)

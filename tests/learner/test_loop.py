@@ -14,7 +14,7 @@ from ppomq.actor.runner import EnvRunner
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.learner.loop import LearnerLoop, load_checkpoint
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.policy import ActorCritic, InferencePolicy, model_spec_for
+from ppomq.models import build_model, model_spec_for
 from ppomq.redis_util import connect_redis
 from ppomq.rundir import RunRecorder
 from ppomq.settings import LearnerSettings, load_settings
@@ -29,7 +29,7 @@ def _setup(tmp_path, redis_url, **overrides):
         "actors": 2, "update_epochs": 1, "redis_url": redis_url, **overrides,
     })  # fmt: skip
     spec = rollout_spec_for("CartPole-v1", run_id="loop", num_steps=8, max_bytes=1 << 24)
-    policy = ActorCritic(model_spec_for(spec, [8]))
+    policy = build_model(model_spec_for(spec, hidden=[8]))
     redis = connect_redis(redis_url)
     batches: queue.Queue = queue.Queue()
     loop = LearnerLoop(
@@ -39,7 +39,7 @@ def _setup(tmp_path, redis_url, **overrides):
     )  # fmt: skip
     envs = make_vector_env("CartPole-v1", 2, [env_seed(0, 0, i) for i in range(2)])
     runner = EnvRunner(envs=envs, spec=spec, run_id="loop", actor_id="a", env_id="CartPole-v1")
-    return loop, batches, runner, InferencePolicy(policy), redis
+    return loop, batches, runner, policy.inference(), redis
 
 
 def test_one_step_trains_on_admitted_batches_and_publishes_the_next_version(tmp_path, redis_url):
@@ -73,7 +73,7 @@ def test_checkpoint_holds_what_a_restart_needs(tmp_path, redis_url):
     ckpt = load_checkpoint(str(tmp_path))
     assert ckpt["version"] == 6 and ckpt["counters"]["env_steps"] == 32
     assert ckpt["run_id"] == "loop"
-    restored = ActorCritic(loop.trainer.policy.spec)
+    restored = build_model(loop.trainer.policy.spec)
     restored.load_state_dict(ckpt["trainer"]["policy"])
     for a, b in zip(restored.parameters(), loop.trainer.policy.parameters(), strict=True):
         torch.testing.assert_close(a, b)

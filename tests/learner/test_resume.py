@@ -9,7 +9,7 @@ import torch
 
 from ppomq.learner.loop import load_checkpoint
 from ppomq.learner.service import resume
-from ppomq.policy import numpy_state
+from ppomq.models import numpy_state
 from ppomq.proto.weights import unpack_tensors
 from ppomq.rundir import RunRecorder
 from ppomq.signals import WarmStop

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from ppomq.learner.trainer import PPOConfig, PPOTrainer, flatten_batches
-from ppomq.policy import ActorCritic
+from ppomq.models import Policy, build_model
 from ppomq.proto import RolloutBatch
 
-SPEC = {"arch": "mlp", "obs_shape": [3], "action_kind": "discrete", "n_actions": 2,
-        "hidden": [16]}  # fmt: skip
+SPEC = {"arch": "mlp", "obs_shape": [3], "action": {"kind": "categorical", "n": 2},
+        "hidden": [16], "activation": "tanh", "obs_norm": None}  # fmt: skip
 
 
-def _batch(policy: ActorCritic, t: int = 16, n: int = 4, seed: int = 0) -> RolloutBatch:
+def _batch(policy: Policy, t: int = 16, n: int = 4, seed: int = 0) -> RolloutBatch:
     """Action 1 is always rewarded, action 0 never; episodes never end."""
     rng = np.random.default_rng(seed)
     obs = rng.normal(size=(t, n, 3)).astype(np.float32)
@@ -36,14 +36,14 @@ def _batch(policy: ActorCritic, t: int = 16, n: int = 4, seed: int = 0) -> Rollo
     )  # fmt: skip
 
 
-def _p_action1(policy: ActorCritic, obs: torch.Tensor) -> float:
+def _p_action1(policy: Policy, obs: torch.Tensor) -> float:
     logp, _, _ = policy.evaluate(obs, torch.ones(len(obs), dtype=torch.long))
     return float(logp.detach().exp().mean())
 
 
 def test_an_update_makes_the_rewarded_action_more_likely():
     torch.manual_seed(0)
-    policy = ActorCritic(SPEC)
+    policy = build_model(SPEC)
     trainer = PPOTrainer(
         policy=policy,
         config=PPOConfig(
@@ -61,7 +61,7 @@ def test_an_update_makes_the_rewarded_action_more_likely():
 
 
 def test_flatten_batches_joins_time_and_env_axes_in_order():
-    policy = ActorCritic(SPEC)
+    policy = build_model(SPEC)
     a, b = _batch(policy, t=4, n=2, seed=1), _batch(policy, t=4, n=3, seed=2)
     flat = flatten_batches([a, b], gamma=0.9, lam=0.9)
     assert flat["obs"].shape == (4 * 2 + 4 * 3, 3)
@@ -70,7 +70,7 @@ def test_flatten_batches_joins_time_and_env_axes_in_order():
 
 
 def test_learning_rate_anneals_toward_zero_with_env_steps():
-    policy = ActorCritic(SPEC)
+    policy = build_model(SPEC)
     cfg = PPOConfig(learning_rate=1e-3, anneal_lr=True, total_steps=1000, update_epochs=1)
     trainer = PPOTrainer(policy=policy, config=cfg)
     assert trainer.update([_batch(policy)], 0)["charts/learning_rate"] == 1e-3
@@ -79,10 +79,10 @@ def test_learning_rate_anneals_toward_zero_with_env_steps():
 
 def test_state_round_trip_restores_policy_and_optimizer():
     torch.manual_seed(1)
-    p1 = ActorCritic(SPEC)
+    p1 = build_model(SPEC)
     t1 = PPOTrainer(policy=p1, config=PPOConfig(update_epochs=2, anneal_lr=False))
     t1.update([_batch(p1)], 0)
-    p2 = ActorCritic(SPEC)
+    p2 = build_model(SPEC)
     t2 = PPOTrainer(policy=p2, config=PPOConfig(update_epochs=2, anneal_lr=False))
     buf = io.BytesIO()  # through bytes, as a checkpoint file goes: no shared tensors
     torch.save(t1.get_state(), buf)
@@ -102,8 +102,8 @@ def test_state_round_trip_restores_policy_and_optimizer():
 
 def test_analytic_and_autograd_updates_land_on_the_same_parameters():
     torch.manual_seed(2)
-    p1 = ActorCritic(SPEC)
-    p2 = ActorCritic(SPEC)
+    p1 = build_model(SPEC)
+    p2 = build_model(SPEC)
     p2.load_state_dict(p1.state_dict())
     cfg = dict(update_epochs=3, minibatch_size=24, anneal_lr=False, ent_coef=0.01)
     analytic = PPOTrainer(policy=p1, config=PPOConfig(**cfg))

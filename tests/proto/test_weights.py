@@ -193,3 +193,10 @@ def test_property_nothing_but_decode_error_escapes(data):
         decode_weights([msgpack.packb(doc), blob])
     except DecodeError as exc:
         assert "unreadable" not in exc.detail
+
+
+def test_a_zero_dimensional_tensor_keeps_its_shape():
+    header, blob = pack_weights(1, {"count": np.array(3.0), "v": np.ones(2, np.float32)})
+    assert [t.shape for t in header.tensors] == [(), (2,)]
+    got = unpack_tensors(header, blob)
+    assert got["count"].shape == () and float(got["count"]) == 3.0

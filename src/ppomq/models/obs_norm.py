@@ -1,0 +1,51 @@
+"""Observation normalization by running mean and variance, part of the model.
+
+The statistics are buffers of the model, so they travel in every weights message with
+the parameters: each actor normalizes exactly as the learner did for that version, and an
+exported file or `ppomq eval` needs nothing else. The learner alone updates them, from the
+raw observations of the batches it trained on, after the update (so a version's
+statistics are the ones its actors acted with, and the ones its update trained with).
+Formulas and initial values are Gymnasium's NormalizeObservation / RunningMeanStd, which
+CleanRL's ppo_continuous_action uses: mean 0, var 1, count 1e-4, then Chan et al.'s
+parallel merge of batch moments; y = clip((x - mean) / sqrt(var + eps), -clip, clip).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class ObsNormalizer(nn.Module):
+    """Buffers `mean` [D], `var` [D] and `count` [] in float64 (a float32 count would stop
+    moving the statistics after some 10^7 samples)."""
+
+    def __init__(self, dim: int, *, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        super().__init__()
+        self.clip, self.epsilon = float(clip), float(epsilon)
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+
+    def scale_shift(self) -> tuple[Tensor, Tensor]:
+        """(1 / sqrt(var + eps), mean) in float32: y = clip((x - mean) * inv_std)."""
+        inv_std = torch.rsqrt(self.var + self.epsilon)
+        return inv_std.float(), self.mean.float()
+
+    def forward(self, x: Tensor) -> Tensor:
+        inv_std, mean = self.scale_shift()
+        return ((x - mean.to(x.dtype)) * inv_std.to(x.dtype)).clamp(-self.clip, self.clip)
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        """Merge the moments of a batch of raw observations [B, D]."""
+        x = x.to(torch.float64)
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        n = float(len(x))
+        total = self.count + n
+        delta = batch_mean - self.mean
+        m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total
+        self.mean.add_(delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
