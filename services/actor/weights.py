@@ -22,12 +22,14 @@ log = logging.getLogger("ppomq.actor")
 
 
 class PolicyHolder:
-    """A policy rebuilt from weights messages, and the version it came from."""
+    """A policy rebuilt from weights messages, the version it came from, and the header's
+    `actor` map (what the actor applies outside the network, proto/WEIGHTS.md)."""
 
     def __init__(self) -> None:
         self.policy: Policy | None = None
         self.inference: InferencePolicy | None = None
         self.version = -1
+        self.actor: dict[str, Any] = {}
 
     def load(self, header: WeightsHeader, blob: Any) -> None:
         if self.policy is None or self.policy.spec != header.model:
@@ -37,6 +39,7 @@ class PolicyHolder:
         # the step loop is using.
         self.inference = self.policy.inference()
         self.version = header.version
+        self.actor = dict(header.actor)
 
 
 class WeightsPrefetcher:
@@ -46,7 +49,7 @@ class WeightsPrefetcher:
         self._client = client  # a zmq socket: used by the thread only from here on
         self._long_poll_ms = long_poll_ms
         self._holder = PolicyHolder()
-        self._ready: tuple[int, InferencePolicy] | None = None
+        self._ready: tuple[int, InferencePolicy, dict[str, Any]] | None = None
         self._error: BaseException | None = None
         self._finished = False
         self._changed = threading.Condition()
@@ -67,7 +70,8 @@ class WeightsPrefetcher:
                     self._holder.load(*got)
                     assert self._holder.inference is not None
                     with self._changed:
-                        self._ready = (self._holder.version, self._holder.inference)
+                        holder = self._holder
+                        self._ready = (holder.version, holder.inference, holder.actor)
                         self._changed.notify_all()
                 if self._client.run_finished and got is None:
                     # The run has ended: no newer weights will come, and the weightserver
@@ -85,9 +89,10 @@ class WeightsPrefetcher:
 
     def newest(
         self, newer_than: int, *, timeout_s: float = 0.0
-    ) -> tuple[int, InferencePolicy] | None:
-        """(version, policy) of the newest weights if newer than `newer_than`, waiting up to
-        `timeout_s` for them; None if there are none yet. Re-raises the thread's error."""
+    ) -> tuple[int, InferencePolicy, dict[str, Any]] | None:
+        """(version, policy, actor map) of the newest weights if newer than `newer_than`,
+        waiting up to `timeout_s` for them; None if there are none yet. Re-raises the
+        thread's error."""
 
         def ready() -> bool:
             return (

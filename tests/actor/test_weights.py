@@ -43,8 +43,9 @@ def _publish(store: WeightStore, version: int, seed: int) -> Policy:
     torch.manual_seed(seed)
     policy = build_model(SPEC)
     policy.obs_norm.update(torch.randn(64, 4, dtype=torch.float64) * seed + seed)
+    actor = {"reward_norm": {"gamma": 0.99, "clip": 10.0, "epsilon": 1e-8}}
     store.publish(*pack_weights(version, numpy_state(policy), model=policy.spec,
-                                learner_step=version, env_steps=0))  # fmt: skip
+                                learner_step=version, env_steps=0, actor=actor))  # fmt: skip
     return policy
 
 
@@ -62,6 +63,7 @@ def test_newest_waits_for_a_version_and_loads_it(
     source = _publish(store, 1, seed=1)
     got = prefetcher.newest(-1, timeout_s=20)
     assert got is not None and got[0] == 1
+    assert got[2] == {"reward_norm": {"gamma": 0.99, "clip": 10.0, "epsilon": 1e-8}}
     np.testing.assert_allclose(_values(got[1]), _values(source.inference()), rtol=1e-6)
     assert prefetcher.newest(1) is None  # nothing newer than what we hold
 
