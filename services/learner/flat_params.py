@@ -23,34 +23,22 @@ from torch import nn
 
 class FlatParameters:
     """Re-seats every parameter of `module` as a view into `self.data`, with its `.grad` a
-    view into `self.grad`; `views(...)`/`grads(...)` find them by parameter name."""
+    view into `self.grad`, in `named_parameters()` order."""
 
     def __init__(self, module: nn.Module) -> None:
         named = list(module.named_parameters())
         with torch.no_grad():
             self.data = torch.cat([p.detach().reshape(-1) for _, p in named])
         self.grad = torch.zeros_like(self.data)
-        self._params: dict[str, torch.Tensor] = {}
-        self._grads: dict[str, torch.Tensor] = {}
         offset = 0
-        for name, p in named:
+        for _, p in named:
             n = p.numel()
             p.data = self.data[offset : offset + n].view_as(p)
             p.grad = self.grad[offset : offset + n].view_as(p)
-            self._params[name] = p.data
-            self._grads[name] = p.grad
             offset += n
 
     def __len__(self) -> int:
         return self.data.numel()
-
-    def param(self, name: str) -> torch.Tensor:
-        """The parameter called `name` (a view into `data`, no autograd tracking)."""
-        return self._params[name]
-
-    def grad_of(self, name: str) -> torch.Tensor:
-        """The gradient slot of `name` (a view into `grad`) for writing into with out=."""
-        return self._grads[name]
 
     def clip_grad_norm_(self, max_norm: float) -> float:
         """Scale all gradients so their global L2 norm is at most `max_norm` (the formula of

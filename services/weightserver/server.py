@@ -5,7 +5,7 @@ Two threads, each owning its sockets:
   announcement and also polls (announcements are fire-and-forget: one sent while we were
   reconnecting is lost). If Redis goes away it keeps what it holds, logs it once, and
   reconnects with exponential backoff.
-- `WeightServer.serve_forever` answers a ROUTER socket (protocol.py): "not modified", or
+- `WeightServer.serve_forever` answers a ROUTER socket (proto/weights_rpc.py): "not modified", or
   the held header+blob sent zero-copy. It never touches Redis, so a slow or absent Redis
   never delays an answer. Long-poll requests wait in `_parked` until a newer version
   arrives (the follower pokes an inproc socket) or their deadline passes.
