@@ -64,16 +64,90 @@ def parse_schema(schema: str) -> tuple[str, int, int]:
 class ActionSpace:
     """The action space the learner trains: `discrete` (n choices) or `continuous` (a box).
 
-    Continuous bounds are enforced only when `enforce_bounds`: Gaussian policies send the
-    unclipped sample (its log-prob is what the ratio needs) and clip at the env instead.
+    A box has one bound per element: `low` and `high` hold prod(shape) floats each,
+    flattened in C order (last index fastest), as Gymnasium's `Box.low.ravel()` gives
+    them; -inf/+inf, or None for the whole side, leave an element unbounded. `box()`
+    builds one from scalars or arrays. Bounds are enforced on received actions only when
+    `enforce_bounds`: Gaussian policies send the unclipped sample (its log-prob is what
+    the ratio needs) and the actor clips what the env gets instead.
     """
 
     kind: Literal["discrete", "continuous"]
     n: int = 0
     shape: tuple[int, ...] = ()
-    low: float | None = None
-    high: float | None = None
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
     enforce_bounds: bool = False
+    # The bounds as float64 arrays [prod(shape)] for decode's check; None where a side is
+    # unbounded everywhere (nothing to compare).
+    _low: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _high: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        size = math.prod(self.shape)
+        sides = {}
+        for side in ("low", "high"):
+            value = getattr(self, side)
+            if value is None:
+                sides[side] = None
+                continue
+            if self.kind != "continuous":
+                raise ValueError(f"ActionSpace: {side} is for continuous spaces only")
+            if not isinstance(value, (tuple, list)):
+                raise TypeError(
+                    f"ActionSpace: {side} must be a tuple of {size} floats (C order); "
+                    "use ActionSpace.box() for a scalar or an array"
+                )
+            value = tuple(float(v) for v in value)
+            if len(value) != size:
+                raise ValueError(
+                    f"ActionSpace: {side} has {len(value)} bounds for shape {self.shape} "
+                    f"({size} elements)"
+                )
+            if any(math.isnan(v) for v in value):
+                raise ValueError(f"ActionSpace: {side} has a NaN bound")
+            object.__setattr__(self, side, value)
+            arr = np.array(value, dtype=np.float64)
+            unbounded = -math.inf if side == "low" else math.inf
+            sides[side] = None if (arr == unbounded).all() else arr
+        low, high = sides["low"], sides["high"]
+        if low is not None and high is not None and (low > high).any():
+            i = int(np.flatnonzero(low > high)[0])
+            raise ValueError(f"ActionSpace: element {i} has low {low[i]} > high {high[i]}")
+        object.__setattr__(self, "_low", low)
+        object.__setattr__(self, "_high", high)
+
+    @classmethod
+    def box(
+        cls,
+        shape: Sequence[int],
+        low: float | np.ndarray | Sequence[float] | None,
+        high: float | np.ndarray | Sequence[float] | None,
+        *,
+        enforce_bounds: bool = False,
+    ) -> ActionSpace:
+        """A continuous space; a scalar bound applies to every element, an array (of
+        `shape`, or already flat) is flattened in C order."""
+        shape = tuple(int(d) for d in shape)
+
+        def flat(bound: Any) -> tuple[float, ...] | None:
+            if bound is None:
+                return None
+            arr = np.broadcast_to(np.asarray(bound, dtype=np.float64), shape)
+            return tuple(arr.ravel().tolist())
+
+        return cls("continuous", shape=shape, low=flat(low), high=flat(high),
+                   enforce_bounds=enforce_bounds)  # fmt: skip
+
+    def bounds(self, dtype: Any = np.float64) -> tuple[np.ndarray, np.ndarray]:
+        """(low, high) as arrays of `shape` (-inf/+inf where unbounded), e.g. for np.clip."""
+        low = np.full(self.shape, -np.inf, dtype) if self.low is None else None
+        high = np.full(self.shape, np.inf, dtype) if self.high is None else None
+        if low is None:
+            low = np.array(self.low, dtype).reshape(self.shape)
+        if high is None:
+            high = np.array(self.high, dtype).reshape(self.shape)
+        return low, high
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +340,7 @@ class _Plan:
 
 _PLANS: dict[tuple[int, int, bool], _Plan] = {}
 _umax = np.maximum.reduce  # the ufunc itself: ndarray.max() adds a Python-level wrapper
+_umin = np.minimum.reduce
 _I64 = _NP_DTYPES["int64"]
 
 
@@ -479,10 +554,20 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
 
 
 def _check_box(flat: np.ndarray, space: ActionSpace) -> None:
-    if (space.low is not None and flat.min() < space.low) or (
-        space.high is not None and flat.max() > space.high
-    ):
-        raise _fail(Reason.ACTION_OUT_OF_SPACE, "continuous action outside the box")
+    """Each element against its own bounds: one min and one max per element over T*N."""
+    low, high = space._low, space._high
+    rows = flat.reshape(-1, math.prod(space.shape))  # [T*N*prod(A)] -> [T*N, prod(A)]
+    for bound, extreme, outside in ((low, _umin, np.less), (high, _umax, np.greater)):
+        if bound is None:
+            continue
+        bad = outside(extreme(rows, axis=0), bound)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            side = "low" if bound is low else "high"
+            raise _fail(
+                Reason.ACTION_OUT_OF_SPACE,
+                f"continuous action element {i} outside the box ({side} {bound[i]})",
+            )
 
 
 def _plan_for(

@@ -6,16 +6,46 @@ tests and the efficiency benchmark drive it directly.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
-from ppomq.policy import InferencePolicy
-from ppomq.proto import EpisodeStats, RolloutBatch, RolloutSpec
+from ppomq.proto import ActionSpace, EpisodeStats, RolloutBatch, RolloutSpec
+
+from .reward_norm import RewardNormalizer, RewardNormConfig
+
+
+class ActingPolicy(Protocol):
+    """What the runner calls, numpy in and out: a batch of N observations in."""
+
+    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(action [N, *A] or [N, prod(A)] or [N], logp [N], value [N])."""
+        ...
+
+    def value(self, obs: np.ndarray) -> np.ndarray:
+        """value [N]."""
+        ...
+
+
+def clip_bounds(space: ActionSpace) -> tuple[np.ndarray, np.ndarray] | None:
+    """float32 (low, high) of the action's shape, for clipping float32 actions; None when
+    no element is bounded. A float64 bound that float32 cannot hold is rounded inward, so
+    a clipped action is always inside the env's box."""
+    if space.kind != "continuous" or (space.low is None and space.high is None):
+        return None
+    low64, high64 = space.bounds(np.float64)
+    if np.isinf(low64).all() and np.isinf(high64).all():
+        return None
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, then one step in
+        low, high = low64.astype(np.float32), high64.astype(np.float32)
+    low = np.where(low < low64, np.nextafter(low, np.float32(np.inf)), low)
+    high = np.where(high > high64, np.nextafter(high, np.float32(-np.inf)), high)
+    return low, high
 
 
 class EnvRunner:
-    """Owns a vector env and the per-env episode counters across rollouts."""
+    """Owns a vector env, the per-env episode counters and reward statistics across rollouts."""
 
     def __init__(
         self, *, envs: Any, spec: RolloutSpec, run_id: str, actor_id: str, env_id: str
@@ -33,11 +63,32 @@ class EnvRunner:
         self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
         space = spec.action
         self.continuous = space.kind == "continuous"
-        self.act_low = space.low
-        self.act_high = space.high
+        # A model may return a Box action flat ([N, prod(A)]); the wire and the env want
+        # [N, *A].
+        self.action_shape = (self.num_envs, *space.shape) if self.continuous else (self.num_envs,)
+        self.bounds = clip_bounds(space)
+        # What the env gets of a Box action: one buffer, rewritten every step (an env
+        # consumes its action inside step(); AsyncVectorEnv copies it to its worker). Never
+        # a view of the wire's array, so an env that edits its action in place cannot
+        # change the sample whose logp is sent.
+        self._env_action = np.empty(self.action_shape, np.float32) if self.continuous else None
+        self.reward_norm: RewardNormalizer | None = None
         self.env_steps = 0
 
-    def sample(self, policy: InferencePolicy, *, policy_version: int, seq: int) -> RolloutBatch:
+    def configure_rewards(self, reward_norm: Mapping[str, Any] | None) -> bool:
+        """Scale the rewards sent from now on as the weights header's `actor.reward_norm`
+        says (None or {}: raw rewards). The statistics carry over rollouts and versions
+        while the configuration stays the same; a different one starts them afresh.
+        Returns whether anything changed."""
+        config = RewardNormConfig.from_map(reward_norm)
+        if config == (self.reward_norm.config if self.reward_norm is not None else None):
+            return False
+        self.reward_norm = (
+            None if config is None else RewardNormalizer.from_config(self.num_envs, config)
+        )
+        return True
+
+    def sample(self, policy: ActingPolicy, *, policy_version: int, seq: int) -> RolloutBatch:
         """One rollout of T steps; arrays are fresh (ZeroMQ may still hold the last ones)."""
         t_steps, n = self.spec.num_steps, self.num_envs
         obs_buf = np.empty((t_steps, n, *self.spec.obs_shape), dtype=self.obs_dtype)
@@ -54,23 +105,35 @@ class EnvRunner:
         returns: list[float] = []
         lengths: list[int] = []
 
+        act_shape, bounds, reward_norm = self.action_shape, self.bounds, self.reward_norm
+        continuous, env_action = self.continuous, self._env_action
         for t in range(t_steps):
             obs_buf[t] = self.next_obs
             act_np, logp_buf[t], value_buf[t] = policy.act(obs_buf[t])
-            act_buf[t] = act_np
-            if self.continuous:
-                # The wire carries the raw sample (its logp is what the ratio needs);
-                # only the env sees it clipped to the box.
-                act_np = np.clip(act_np, self.act_low, self.act_high)
+            act_buf[t] = act_np.reshape(act_shape)
+            if continuous:
+                if bounds is not None:
+                    # The wire carries the raw sample (its logp is what the ratio needs);
+                    # only the env sees it clipped, each element to its own bounds.
+                    # (maximum/minimum into one buffer: np.clip's dispatch costs more than
+                    # the arithmetic at these sizes, and nothing is allocated.)
+                    np.maximum(act_buf[t], bounds[0], out=env_action)
+                    np.minimum(env_action, bounds[1], out=env_action)
+                else:
+                    np.copyto(env_action, act_buf[t])
+                act_np = env_action
             # With copy=False vector envs, `obs` is the env's own buffer, overwritten by the
             # next step: it is copied into obs_buf at the top of the next iteration, first.
             obs, reward, terminated, truncated, info = self.envs.step(act_np)
-            reward_buf[t] = reward
+            if reward_norm is not None:
+                reward_norm(reward, terminated, out=reward_buf[t])
+            else:
+                reward_buf[t] = reward
             term_buf[t] = terminated
             trunc_buf[t] = truncated
             self.next_obs = np.asarray(obs, dtype=self.obs_dtype)
 
-            self.episode_return += reward
+            self.episode_return += reward  # raw: the returns reported are the env's own
             self.episode_length += 1
             done = terminated | truncated
             if done.any():

@@ -67,15 +67,34 @@ def make_vector_env(
 
 
 def spaces_of(env_id: str) -> tuple[Any, Any]:
-    """(observation space, action space) of one env, without keeping it."""
+    """(observation space, action space) of one env, without keeping it; an observation
+    space ppomq cannot train on is a one-line UsageError naming the fix."""
     import gymnasium as gym
 
     check_env_id(env_id)
     env = gym.make(env_id)
     try:
-        return env.observation_space, env.action_space
+        obs_space, act_space = env.observation_space, env.action_space
     finally:
         env.close()
+    check_obs_space(obs_space, env_id)
+    return obs_space, act_space
+
+
+def check_obs_space(obs_space: Any, env_id: str) -> None:
+    """Models take one array per observation: a Box of rank >= 1. Anything else (Dict,
+    Tuple, Discrete, a scalar Box) flattens to one with Gymnasium's FlattenObservation."""
+    from gymnasium import spaces
+
+    if isinstance(obs_space, spaces.Box) and len(obs_space.shape) >= 1:
+        return
+    what = "a scalar Box" if isinstance(obs_space, spaces.Box) else type(obs_space).__name__
+    # The space's own repr is left out: a Box with per-element bounds prints on many lines.
+    raise UsageError(
+        f"{env_id} has {what} observations, which ppomq does not support (it trains on Box "
+        "observations); wrap the env with gymnasium.wrappers.FlattenObservation, register "
+        "the wrapped env and pass its id as --env-id module:NewEnv-v0"
+    )
 
 
 def wire_obs_dtype(obs_space: Any) -> str:
@@ -84,6 +103,7 @@ def wire_obs_dtype(obs_space: Any) -> str:
 
 
 def action_space_of(action_space: Any) -> ActionSpace:
+    """The wire's ActionSpace for a Discrete or Box space; a Box keeps one bound per element."""
     from gymnasium import spaces
 
     if isinstance(action_space, spaces.Discrete):
@@ -91,14 +111,10 @@ def action_space_of(action_space: Any) -> ActionSpace:
             raise UsageError("Discrete action spaces must start at 0 for ppomq")
         return ActionSpace("discrete", n=int(action_space.n))
     if isinstance(action_space, spaces.Box):
-        return ActionSpace(
-            "continuous",
-            shape=tuple(action_space.shape),
-            low=float(np.min(action_space.low)),
-            high=float(np.max(action_space.high)),
-        )
+        return ActionSpace.box(action_space.shape, action_space.low, action_space.high)
     raise UsageError(
-        f"action space {action_space} is not supported; use an env with Discrete or Box actions"
+        f"{type(action_space).__name__} action spaces are not supported; use an env with "
+        "Discrete or Box actions"
     )
 
 
@@ -107,8 +123,6 @@ def rollout_spec_for(
 ) -> RolloutSpec:
     """What the learner accepts for `env_id`: derived from the env's own spaces."""
     obs_space, act_space = spaces_of(env_id)
-    if obs_space.shape is None:
-        raise UsageError(f"observation space {obs_space} is not supported; use a Box space")
     return RolloutSpec(
         run_id=run_id,
         obs_shape=tuple(obs_space.shape),

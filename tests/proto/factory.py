@@ -24,7 +24,7 @@ def make_spec(
     if kind == "discrete":
         action = ActionSpace("discrete", n=num_actions)
     else:
-        action = ActionSpace("continuous", shape=(2,), low=-1.0, high=1.0, enforce_bounds=True)
+        action = ActionSpace.box((2,), -1.0, 1.0, enforce_bounds=True)
     return RolloutSpec(
         run_id=RUN_ID,
         obs_shape=obs_shape,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ppomq.proto import DecodeError, Reason, SeqTracker, decode, encode
+from ppomq.proto import ActionSpace, DecodeError, Reason, SeqTracker, decode, encode
 from ppomq.proto.rollout import EpisodeStats
 
 from .badmsgs import MUTATIONS, Generator, HypothesisSource, RngSource
@@ -305,3 +306,66 @@ def test_nan_payload_variants_all_count_as_non_finite():
             decode(wire(batch), spec)
         assert err.value.reason is Reason.NON_FINITE
         assert not math.isfinite(float(batch.arrays["actions"][1, 1, 0]))
+
+
+def _box_spec(low: tuple[float, ...], high: tuple[float, ...]):
+    spec = make_spec(kind="continuous")
+    action = ActionSpace("continuous", shape=(2,), low=low, high=high, enforce_bounds=True)
+    return dataclasses.replace(spec, action=action)
+
+
+@pytest.mark.parametrize(
+    "element,value,accepted",
+    [
+        (0, 0.9, True),
+        (0, 1.5, False),  # above element 0's high (1.0), though inside element 1's
+        (1, 1.5, True),  # element 1 has high 2.0
+        (1, 2.5, False),
+        (1, -1e30, True),  # element 1 is unbounded below
+        (0, -1.0, True),  # a bound itself is inside
+    ],
+)
+def test_enforced_box_checks_each_action_element_against_its_own_bounds(element, value, accepted):
+    spec = _box_spec(low=(-1.0, -math.inf), high=(1.0, 2.0))
+    batch = make_batch(spec, np.random.default_rng(16))
+    batch.arrays["actions"] = np.zeros((spec.num_steps, 2, 2), np.float32)
+    batch.arrays["actions"][2, 1, element] = value
+    if accepted:
+        decode(wire(batch), spec)
+        return
+    with pytest.raises(DecodeError) as err:
+        decode(wire(batch), spec)
+    assert err.value.reason is Reason.ACTION_OUT_OF_SPACE
+    assert f"element {element}" in err.value.detail
+
+
+def test_unbounded_box_accepts_any_finite_action():
+    spec = _box_spec(low=(-math.inf, -math.inf), high=(math.inf, math.inf))
+    batch = make_batch(spec, np.random.default_rng(17))
+    batch.arrays["actions"][:] = np.float32(3e38)
+    decode(wire(batch), spec)
+
+
+def test_box_bounds_are_one_per_element_in_c_order():
+    low = np.array([[-1.0, -2.0, -np.inf], [-4.0, -5.0, -6.0]], np.float32)
+    space = ActionSpace.box((2, 3), low, 7.0)
+    assert space.low == (-1.0, -2.0, -math.inf, -4.0, -5.0, -6.0)
+    assert space.high == (7.0,) * 6
+    got_low, got_high = space.bounds()
+    np.testing.assert_array_equal(got_low, low)
+    assert got_high.shape == (2, 3)
+    assert ActionSpace.box((2,), None, None).bounds()[0].tolist() == [-math.inf, -math.inf]
+
+
+@pytest.mark.parametrize(
+    "low,high,error",
+    [
+        (-1.0, None, TypeError),  # a scalar: ActionSpace.box broadcasts it, the type does not
+        ((-1.0,), None, ValueError),  # one bound for two elements
+        ((math.nan, 0.0), None, ValueError),
+        ((0.0, 1.0), (1.0, 0.5), ValueError),  # low > high in element 1
+    ],
+)
+def test_action_space_refuses_bounds_that_do_not_fit_its_shape(low, high, error):
+    with pytest.raises(error, match="ActionSpace"):
+        ActionSpace("continuous", shape=(2,), low=low, high=high)
