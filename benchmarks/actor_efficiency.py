@@ -270,7 +270,7 @@ def standalone_worker(conn: Connection, cfg: dict[str, Any]) -> None:
     from ppomq.actor.runner import EnvRunner
     from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
     from ppomq.evaluate import load_weights_file
-    from ppomq.policy import ActorCritic, InferencePolicy, model_spec_for
+    from ppomq.models import build_model, model_spec_for
 
     torch.set_num_threads(1)  # as run_actor does
     n, t, env_id = cfg["num_envs"], cfg["num_steps"], cfg["env_id"]
@@ -281,8 +281,8 @@ def standalone_worker(conn: Connection, cfg: dict[str, Any]) -> None:
     if cfg.get("weights"):
         policy, _ = load_weights_file(cfg["weights"])
     else:
-        policy = ActorCritic(model_spec_for(spec, [64, 64]))
-    inference = InferencePolicy(policy)
+        policy = build_model(model_spec_for(spec, hidden=[64, 64]))
+    inference = policy.inference()
     seq = 0
     end_warmup = time.perf_counter() + cfg["warmup_s"]
     while time.perf_counter() < end_warmup:
@@ -323,8 +323,9 @@ def run_standalone(cfg: dict[str, Any]) -> dict[str, Any]:
 # in `refresh_weights` when flow control makes it.
 _CATEGORIES: Sequence[tuple[str, str, str]] = (
     ("sample: env step", "step", "vector/sync_vector_env.py"),
-    ("sample: policy", "act", "ppomq/policy.py"),
-    ("sample: policy", "value", "ppomq/policy.py"),
+    ("sample: policy", "act", "ppomq/models/mlp.py"),
+    ("sample: policy", "value", "ppomq/models/mlp.py"),
+    ("sample: policy", "sample", "ppomq/models/distributions.py"),
     ("sample: runner", "sample", "actor/runner.py"),
     ("weights: wait/fetch", "refresh_weights", "actor/service.py"),
     ("encode", "encode", "proto/rollout.py"),

@@ -7,25 +7,14 @@ tests and the efficiency benchmark drive it directly.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from ppomq.models import InferencePolicy
 from ppomq.proto import ActionSpace, EpisodeStats, RolloutBatch, RolloutSpec
 
 from .reward_norm import RewardNormalizer, RewardNormConfig
-
-
-class ActingPolicy(Protocol):
-    """What the runner calls, numpy in and out: a batch of N observations in."""
-
-    def act(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(action [N, *A] or [N, prod(A)] or [N], logp [N], value [N])."""
-        ...
-
-    def value(self, obs: np.ndarray) -> np.ndarray:
-        """value [N]."""
-        ...
 
 
 def clip_bounds(space: ActionSpace) -> tuple[np.ndarray, np.ndarray] | None:
@@ -88,7 +77,7 @@ class EnvRunner:
         )
         return True
 
-    def sample(self, policy: ActingPolicy, *, policy_version: int, seq: int) -> RolloutBatch:
+    def sample(self, policy: InferencePolicy, *, policy_version: int, seq: int) -> RolloutBatch:
         """One rollout of T steps; arrays are fresh (ZeroMQ may still hold the last ones)."""
         t_steps, n = self.spec.num_steps, self.num_envs
         obs_buf = np.empty((t_steps, n, *self.spec.obs_shape), dtype=self.obs_dtype)

@@ -14,13 +14,13 @@ import secrets
 import socket
 import time
 import zlib
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.metrics import ActorMetrics
+from ppomq.models import InferencePolicy
 from ppomq.proto import encode
 from ppomq.service_shell import service_shell
 from ppomq.settings import ActorSettings
@@ -28,7 +28,7 @@ from ppomq.signals import WarmStop
 from ppomq.transport import RolloutSender
 from ppomq.weightserver.client import WeightsClient
 
-from .runner import ActingPolicy, EnvRunner
+from .runner import EnvRunner
 from .weights import WeightsPrefetcher
 
 log = logging.getLogger("ppomq.actor")
@@ -83,7 +83,7 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
     actor_id = new_actor_id(index)
     runner = EnvRunner(envs=envs, spec=spec, run_id=s.run_id, actor_id=actor_id, env_id=s.env_id)
     weights = WeightsPrefetcher(WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms))
-    policy: ActingPolicy | None = None
+    policy: InferencePolicy | None = None
     version = -1
     sender = RolloutSender(
         s.learner_addr,
@@ -116,11 +116,11 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
                 finished = True
                 break
             if got is not None:
-                version, policy = got[0], got[1]
+                version, policy, actor_map = got
                 sent_at_version = 0
                 # What the learner asks actors to do outside the network comes with each
                 # version; reward statistics carry on while its settings stay the same.
-                reward_norm = actor_map_of(got).get("reward_norm")
+                reward_norm = actor_map.get("reward_norm")
                 if runner.configure_rewards(reward_norm):
                     log.info("actor %s: reward normalization %s from v%d", actor_id,
                              reward_norm or "off", version)  # fmt: skip
@@ -155,13 +155,6 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
     return 0
 
 
-def actor_map_of(got: tuple[Any, ...]) -> Mapping[str, Any]:
-    """The weights header's `actor` map (proto/WEIGHTS.md) of a (version, policy, actor)
-    from the prefetcher; {} from one that hands out only (version, policy)."""
-    actor = got[2] if len(got) > 2 else None
-    return actor if isinstance(actor, Mapping) else {}
-
-
 def refresh_weights(
     weights: WeightsPrefetcher,
     version: int,
@@ -169,8 +162,8 @@ def refresh_weights(
     *,
     need_new: bool,
     resend_after_s: float | None = None,
-) -> tuple[Any, ...] | None:
-    """The newest loaded (version, policy, actor map) if newer than `version`, else None at once;
+) -> tuple[int, InferencePolicy, dict[str, Any]] | None:
+    """The newest loaded (version, policy, actor map) if newer than `version`, else None;
     blocks until there is a newer one when we hold none (`version` -1) or `need_new`.
     A `need_new` wait ends with None after `resend_after_s`: the learner may have lost our
     last batch (it restarted, or the network dropped it) and be waiting for one.

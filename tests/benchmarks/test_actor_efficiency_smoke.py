@@ -39,7 +39,7 @@ def test_profile_parser_sorts_main_thread_samples_by_what_the_actor_was_doing():
             "120);EnvRunner.sample (ppomq/actor/runner.py:60);SyncVectorEnv.step "
             "(gymnasium/vector/sync_vector_env.py:230);CartPoleEnv.step (cartpole.py:180) 30",
             "thread (1): MainThread;run_actor (ppomq/actor/service.py:120);EnvRunner.sample "
-            "(ppomq/actor/runner.py:58);InferencePolicy.act (ppomq/policy.py:150) 20",
+            "(ppomq/actor/runner.py:58);MLPInference.act (ppomq/models/mlp.py:150) 20",
             "thread (1): MainThread;run_actor (ppomq/actor/service.py:110);refresh_weights "
             "(ppomq/actor/service.py:160);WeightsPrefetcher.newest (ppomq/actor/weights.py:94);"
             "Condition.wait_for (threading.py:360) 40",
