@@ -57,12 +57,16 @@ def test_unset_flags_leave_env_and_file_alone(tmp_path, monkeypatch):
     assert (s.gamma, s.seed, s.anneal_lr, s.num_envs) == (0.9, 9, False, 8)
 
 
-@pytest.mark.parametrize("flags", [{"gamma": 2.0}, {"gamma": "x"}, {"mode": "bogus"}])
+@pytest.mark.parametrize(
+    "flags",
+    [{"gamma": 2.0}, {"gamma": "x"}, {"mode": "bogus"}, {"hidden_sizes": "64,x"},
+     {"hidden_sizes": "0"}, {"activation": "gelu"}],
+)  # fmt: skip
 def test_bad_value_is_one_line_naming_flag_and_variable(flags):
     with pytest.raises(UsageError) as err:
         load_settings(LearnerSettings, flags)
     text = str(err.value)
-    flag, name = next(iter(flags)), next(iter(flags)).upper()
+    flag, name = next(iter(flags)).replace("_", "-"), next(iter(flags)).upper()
     assert f"--{flag}" in text and f"PPOMQ_{name}" in text and "\n" not in text
 
 

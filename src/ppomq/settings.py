@@ -232,6 +232,16 @@ class PPOSettings(_Group):
         "weights header.",
     )
 
+    @field_validator("hidden_sizes")
+    @classmethod
+    def _sizes(cls, value: str) -> str:
+        parts = [h.strip() for h in value.split(",") if h.strip()]
+        if not all(h.isdigit() and int(h) >= 1 for h in parts):
+            raise ValueError(
+                f"{value!r} is not comma-separated layer sizes >= 1 (e.g. 64,64; empty: none)"
+            )
+        return value
+
     @property
     def hidden(self) -> list[int]:
         return [int(h) for h in self.hidden_sizes.split(",") if h.strip()]

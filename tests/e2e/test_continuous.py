@@ -1,0 +1,42 @@
+"""Continuous control learns, end to end: `ppomq train` on Pendulum-v1 with real processes
+(Gaussian policy, observation and reward normalization), so it never silently breaks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import torch
+
+from ppomq.evaluate import load_weights_file
+
+from .cli import PPOMQ, clean_env
+
+pytestmark = pytest.mark.slow
+
+# rl-baselines3-zoo's Pendulum-v1 PPO settings, less gSDE (γ 0.9, λ 0.95, 10 epochs, lr 1e-3,
+# 4 envs), in minibatches of 64; a random policy scores about -1200 to -1400.
+PENDULUM = [
+    "--env-id", "Pendulum-v1", "--norm-obs", "--norm-reward", "--gamma", "0.9",
+    "--gae-lambda", "0.95", "--learning-rate", "1e-3", "--num-envs", "4", "--num-steps", "256",
+    "--update-epochs", "10", "--minibatch-size", "64", "--eval-episodes", "5", "--no-progress",
+]  # fmt: skip
+
+
+def test_pendulum_learns_with_a_gaussian_policy_and_normalization(tmp_path):
+    run_dir = tmp_path / "pendulum"
+    proc = subprocess.run(
+        [*PPOMQ, "train", *PENDULUM, "--total-steps", "150000", "--target-return", "-400",
+         "--seed", "3", "--run-dir", str(run_dir)],
+        capture_output=True, text=True, timeout=300, env=clean_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["solved_at_env_steps"] is not None, summary
+    assert summary["final_eval_return"] > -600, summary
+    # The exported policy carries its normalization statistics: moved off their start.
+    policy, meta = load_weights_file(run_dir / "final_weights.pt")
+    assert meta["model"]["action"] == {"kind": "gaussian", "shape": [1]}
+    assert float(policy.obs_norm.count) > 10_000
+    assert not torch.allclose(policy.obs_norm.var, torch.ones(3, dtype=torch.float64))
