@@ -46,3 +46,20 @@ def test_eval_needs_exactly_one_source_and_an_existing_file(tmp_path):
     assert both.returncode == 2 and "exactly one" in both.stderr
     missing = _ppomq("eval", "--weights", str(tmp_path / "nope.pt"))
     assert missing.returncode == 3 and "Traceback" not in missing.stderr
+
+
+def test_weights_and_normalization_statistics_for_another_env_are_one_line(redis_url, tmp_path):
+    spec = {**SPEC, "obs_shape": [3], "action": {"kind": "gaussian", "shape": [1]},
+            "obs_norm": {"clip": 10.0, "epsilon": 1e-8}}  # fmt: skip
+    header, blob = pack_weights(1, numpy_state(build_model(spec)), model=spec,
+                                extra={"env_id": "Pendulum-v1", "run_id": "ev2"})  # fmt: skip
+    WeightStore(connect_redis(redis_url), "ev2").publish(header, blob)
+    out = tmp_path / "v1.pt"
+    assert _ppomq("weights", "export", "1", "-o", str(out), "--redis-url", redis_url,
+                  "--run-id", "ev2").returncode == 0  # fmt: skip
+    wrong = _ppomq("eval", "--weights", str(out), "--env-id", "CartPole-v1", "--episodes", "1")
+    assert wrong.returncode == 2, wrong.stderr
+    assert "normalization statistics" in wrong.stderr and "--env-id" in wrong.stderr
+    assert "Traceback" not in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
+    right = _ppomq("eval", "--weights", str(out), "--episodes", "1", "--json")
+    assert right.returncode == 0 and json.loads(right.stdout)["env_id"] == "Pendulum-v1"

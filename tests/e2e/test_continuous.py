@@ -40,3 +40,24 @@ def test_pendulum_learns_with_a_gaussian_policy_and_normalization(tmp_path):
     assert meta["model"]["action"] == {"kind": "gaussian", "shape": [1]}
     assert float(policy.obs_norm.count) > 10_000
     assert not torch.allclose(policy.obs_norm.var, torch.ones(3, dtype=torch.float64))
+
+
+def test_the_mujoco_preset_trains_a_mujoco_task(tmp_path):
+    """The preset as a user starts it, shortened: a real MuJoCo env, per-element bounds,
+    6 action dims, normalization on; two updates and a greedy eval."""
+    run_dir = tmp_path / "hopper"
+    proc = subprocess.run(
+        [*PPOMQ, "train", "--preset", "mujoco", "--env-id", "Hopper-v5", "--num-steps", "512",
+         "--total-steps", "2048", "--eval-episodes", "1", "--no-progress",
+         "--run-dir", str(run_dir)],
+        capture_output=True, text=True, timeout=300, env=clean_env(),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_id"] == "Hopper-v5" and summary["versions"] >= 2, summary
+    settings = json.loads((run_dir / "settings.json").read_text())
+    assert (settings["norm_obs"], settings["norm_reward"], settings["minibatch_size"]) == (
+        True, True, 64,
+    )  # fmt: skip
+    _, meta = load_weights_file(run_dir / "final_weights.pt")
+    assert meta["model"]["action"] == {"kind": "gaussian", "shape": [3]}
