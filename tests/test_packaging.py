@@ -16,10 +16,8 @@ def test_every_source_package_is_listed_in_pyproject():
     for name, folder in cfg["package-dir"].items():
         base = ROOT / folder
         for sub in [base, *(p for p in base.rglob("*") if p.is_dir())]:
-            if (
-                sub.name == "__pycache__"
-                or (not any(sub.glob("*.py"))
-                and not any(sub.glob("*.toml")))
+            if sub.name == "__pycache__" or (
+                not any(sub.glob("*.py")) and not any(sub.glob("*.toml"))
             ):
                 continue
             rel = sub.relative_to(base)

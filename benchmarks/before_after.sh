@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# The learner update before and after a change: runs benchmarks.learner_update of an older
-# revision (its own code, from a git worktree) and of this checkout, interleaved round by
-# round so both see the same machine, then prints the per-round JSON paths.
-#   bash benchmarks/learner_update_before_after.sh REV [ROUNDS]
+# Before and after a change, interleaved round by round so both see the same machine: an
+# older revision runs its own code (a git worktree, its packages under their installed
+# names) and this checkout runs its own.
+#   bash benchmarks/before_after.sh REV ROUNDS learner-update
+#       benchmarks.learner_update, one round each; writes
+#       benchmarks/results/learner_update_before_after.{md,json}
+#   bash benchmarks/before_after.sh REV ROUNDS train ARGS...
+#       `ppomq train ARGS` timed from command to exit (what a user waits for); writes
+#       benchmarks/results/train_before_after.{md,json}
 set -euo pipefail
-rev=${1:?usage: $0 REV [ROUNDS]}
-rounds=${2:-5}
+usage="usage: $0 REV ROUNDS learner-update | train ARGS..."
+rev=${1:?$usage}
+rounds=${2:?$usage}
+what=${3:?$usage}
+shift 3
 root=$(git rev-parse --show-toplevel)
 py=$root/.venv/bin/python
 work=$(mktemp -d)
@@ -21,6 +29,34 @@ for pair in proto:proto actor:services/actor learner:services/learner \
 done
 out=$work/rounds
 mkdir -p "$out"
+if [ "$what" = train ]; then
+  for r in $(seq 1 "$rounds"); do
+    for side in before after; do
+      if [ $side = before ]; then dir=$work/tree; path=$work/pkg:$work/tree; else dir=$root; path=; fi
+      start=$(date +%s.%N)
+      (cd "$dir" && PYTHONPATH=$path "$py" -m ppomq.cli train "$@" --no-progress \
+        --run-dir "$out/$side-$r" > "$out/$side-$r.log" 2>&1)
+      echo "$side $r $(echo "$(date +%s.%N) - $start" | bc)" | tee -a "$out/times"
+    done
+  done
+  "$py" - "$out/times" "$rev" "$root/benchmarks/results" "$*" <<'PY'
+import json, statistics, sys
+from pathlib import Path
+rows = [line.split() for line in Path(sys.argv[1]).read_text().splitlines()]
+rev, results, args = sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+times = {side: [float(t) for s, _, t in rows if s == side] for side in ("before", "after")}
+med = {side: statistics.median(v) for side, v in times.items()}
+md = (f"# `ppomq train {args}` before ({rev}) and after, interleaved\n\n"
+      f"Command to exit, seconds, {len(times['after'])} rounds: before {times['before']}, "
+      f"after {times['after']}.\n\nMedian before {med['before']:.2f} s, after "
+      f"{med['after']:.2f} s: after / before = {med['after'] / med['before']:.3f}.\n")
+(results / "train_before_after.md").write_text(md)
+(results / "train_before_after.json").write_text(json.dumps(
+    {"before_rev": rev, "args": args, "seconds": times}, indent=2) + "\n")
+print(md)
+PY
+  exit 0
+fi
 for r in $(seq 1 "$rounds"); do
   (cd "$work/tree" && PYTHONPATH="$work/pkg:$work/tree" "$py" -m benchmarks.learner_update \
     --rounds 1 --updates 20 --out "$out/before-$r" > /dev/null)
@@ -45,7 +81,7 @@ def load(kind):
 before, after = load("before"), load("after")
 summary = []
 lines = [f"# Learner update before ({rev}) and after, interleaved",
-         "", f"`bash benchmarks/learner_update_before_after.sh {rev}`: ms per update, median "
+         "", f"`bash benchmarks/before_after.sh {rev} N learner-update`: ms per update, median "
          "of the rounds (each the median of 20 updates), one torch thread.", "",
          "| case | engine | before ms | after ms | after / before |", "|---|---|---|---|---|"]
 for key in sorted(after):
