@@ -152,7 +152,8 @@ def test_children_of_train_rebuild_the_same_settings_from_the_environment(monkey
 
 def test_the_presets_are_package_data():
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
-    data = pyproject["tool"]["setuptools"]["package-data"]["ppomq"]
-    assert "presets/*.toml" in data
+    setuptools = pyproject["tool"]["setuptools"]
+    assert "ppomq.presets" in setuptools["packages"]
+    assert "*.toml" in setuptools["package-data"]["ppomq.presets"]
     shipped = sorted(p.stem for p in (REPO / "src" / "ppomq" / "presets").glob("*.toml"))
     assert shipped == preset_names()
