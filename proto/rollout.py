@@ -280,7 +280,7 @@ def encode(batch: RolloutBatch) -> list[Any]:
     """Frames for one batch: the packed header, then the arrays themselves (no copy).
 
     Send with `socket.send_multipart(frames, copy=False)`; do not mutate the arrays until
-    ZeroMQ has sent them (the actor double-buffers for this reason).
+    ZeroMQ has sent them (the actor allocates fresh arrays for every rollout for this reason).
     """
     frames: list[Any] = [b""]
     key = []
