@@ -23,6 +23,15 @@ class _DictObsEnv(gym.Env):
     action_space = gym.spaces.Discrete(2)
 
 
+class _NeedsMujocoEnv(gym.Env):
+    """What a MuJoCo env does on a machine without the mujoco package."""
+
+    def __init__(self, **kwargs):
+        raise gym.error.DependencyNotInstalled(
+            'MuJoCo is not installed, run `pip install "gymnasium[mujoco]"`'
+        )
+
+
 class _ScalarObsEnv(gym.Env):
     observation_space = gym.spaces.Box(-1.0, 1.0, (), np.float32)
     action_space = gym.spaces.Discrete(2)
@@ -31,6 +40,7 @@ class _ScalarObsEnv(gym.Env):
 for _id, _cls in (
     ("ppomq-test/DictObs-v0", _DictObsEnv),
     ("ppomq-test/ScalarObs-v0", _ScalarObsEnv),
+    ("ppomq-test/NeedsMujoco-v0", _NeedsMujocoEnv),
 ):
     if _id not in gym.envs.registry:
         gym.register(_id, entry_point=_cls)
@@ -82,3 +92,18 @@ def test_train_on_unsupported_observations_exits_2_with_one_line(tmp_path):
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, out.stderr
     assert "Tuple observations" in lines[0] and "FlattenObservation" in lines[0]
+
+
+def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path):
+    with pytest.raises(UsageError, match=r"ppomq\[mujoco\]") as err:
+        rollout_spec_for("ppomq-test/NeedsMujoco-v0", run_id="r", num_steps=4, max_bytes=1 << 20)
+    assert "\n" not in str(err.value)
+    out = subprocess.run(
+        [*PPOMQ, "train", "--env-id", "tests.test_envs_spaces:ppomq-test/NeedsMujoco-v0",
+         "--run-dir", str(tmp_path / "run")],
+        capture_output=True, text=True, timeout=120, env=clean_env(),
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "ppomq[mujoco]" in lines[0], out.stderr
+    assert not (tmp_path / "run").exists()  # refused before anything started

@@ -45,13 +45,12 @@ def make_vector_env(
     env_id: str, num_envs: int, seeds: list[int], vectorization: str = "sync"
 ) -> Any:
     """N copies of `env_id`, autoresetting in the same step (final obs in info)."""
-    import gymnasium as gym
     from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
     check_env_id(env_id)
     # The passive env checker only inspects the first calls but stays a wrapper layer on
     # every step; ppomq validates what leaves the actor instead.
-    fns = [lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)]
+    fns = [lambda: make_env(env_id, disable_env_checker=True) for _ in range(num_envs)]
     # SAME_STEP: a finished env is reset inside step(), and its final observation comes back
     # in info["final_obs"], which truncation bootstrapping needs.
     if vectorization == "async":
@@ -66,13 +65,24 @@ def make_vector_env(
     return envs
 
 
+def make_env(env_id: str, **kwargs: Any) -> Any:
+    """gym.make, with a missing optional dependency (MuJoCo, the Atari ROMs ...) said in
+    one line naming the fix instead of Gymnasium's traceback."""
+    import gymnasium as gym
+    from gymnasium.error import DependencyNotInstalled
+
+    try:
+        return gym.make(env_id, **kwargs)
+    except DependencyNotInstalled as exc:
+        extra = " (pip install 'ppomq[mujoco]')" if "mujoco" in str(exc).lower() else ""
+        raise UsageError(f"{env_id} needs a package that is not installed: {exc}{extra}") from None
+
+
 def spaces_of(env_id: str) -> tuple[Any, Any]:
     """(observation space, action space) of one env, without keeping it; an observation
     space ppomq cannot train on is a one-line UsageError naming the fix."""
-    import gymnasium as gym
-
     check_env_id(env_id)
-    env = gym.make(env_id)
+    env = make_env(env_id)
     try:
         obs_space, act_space = env.observation_space, env.action_space
     finally:

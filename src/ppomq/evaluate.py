@@ -39,12 +39,10 @@ def check_fits_env(model: dict[str, Any], env_id: str, obs_space: Any, action_sp
 def evaluate_policy(policy: Policy, env_id: str, *, episodes: int = 20, seed: int = 0) -> float:
     """Mean undiscounted return of `episodes` greedy episodes (one env, seeded per episode);
     Gaussian actions are the mean, clipped to the env's bounds per dimension."""
-    import gymnasium as gym
-
-    from .envs import check_env_id
+    from .envs import check_env_id, make_env
 
     check_env_id(env_id)
-    env = gym.make(env_id)
+    env = make_env(env_id)
     space = env.action_space
     check_fits_env(policy.spec, env_id, env.observation_space, space)
     total = 0.0

@@ -28,7 +28,7 @@ from redis.backoff import ExponentialBackoff
 
 from . import zygote
 from .embedded_redis import EmbeddedRedis, free_port
-from .envs import check_env_id
+from .envs import spaces_of
 from .errors import RedisUnavailableError, UsageError, UserError
 from .redis_util import connect_redis, make_redis, redact_url
 from .rundir import FINISHED_FILE
@@ -149,7 +149,9 @@ class Launcher:
     """Owns every child process of a local run."""
 
     def __init__(self, settings: TrainSettings) -> None:
-        check_env_id(settings.env_id)  # fail in one line before starting anything
+        # Fail in one line before starting anything: an unknown env, a missing optional
+        # dependency (MuJoCo), observations ppomq cannot train on.
+        spaces_of(settings.env_id)
         if not settings.run_dir:
             settings = settings.model_copy(update={"run_dir": default_run_dir(settings.run_id)})
         self.s = settings
