@@ -56,6 +56,8 @@ def finish_run(
             )
         except FastStop:
             log.info("final evaluation skipped: stopping fast")
+        except Exception:  # a trained run's summary must not be lost to its evaluation
+            log.exception("final evaluation failed; summary.json says final_eval_return null")
     wall = loop.wall_s
     phases = dict(loop.phase_totals)
     rejects = loop.rejects()

@@ -173,3 +173,15 @@ def test_a_publish_whose_reply_is_lost_after_the_commit_is_not_retried_into_a_cr
         assert loop.store.latest_version() == loop.version
     finally:
         proxy.close()
+
+
+def test_a_failing_final_evaluation_still_writes_the_summary(tmp_path, redis_url, caplog):
+    from ppomq.learner.finish import finish_run
+
+    # The policy is CartPole's; evaluating it on Pendulum fails (another observation shape).
+    loop, *_ = _setup(tmp_path, redis_url, env_id="Pendulum-v1", eval_episodes=2)
+    finish_run(loop, loop.s, threshold=None)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["final_eval_return"] is None
+    assert (tmp_path / "final_weights.pt").exists()
+    assert "final evaluation failed" in caplog.text
