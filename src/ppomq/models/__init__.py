@@ -2,9 +2,10 @@
 
 A registry maps each spec's `arch` to a model class, so a new architecture (a CNN, an
 LSTM) joins by registering here; the learner and actors only ever call `build_model`.
-Every model has the interface of `MLPActorCritic`: `evaluate(obs, actions)` for the
-learner's objective, `act`/`greedy` for evaluation, `inference()` for the actor's hot path,
-`dist` (its action distribution) and `obs_norm` (its normalizer, or None).
+Every model has the interface of `MLPActorCritic`: `preprocess(obs)` (no parameters: the
+learner runs it once per update) and `evaluate(x, actions)` for the learner's objective,
+`act`/`greedy` for evaluation, `inference()` for the actor's hot path, `dist` (its action
+distribution) and `obs_norm` (its normalizer, or None).
 """
 
 from __future__ import annotations
