@@ -54,6 +54,11 @@ class WeightsPrefetcher:
         self._finished = False
         self._changed = threading.Condition()
         self._stop = threading.Event()
+        # Held while the thread is inside torch. Python ends a daemon thread that wakes during
+        # interpreter shutdown with pthread_exit, and that unwinding through torch's C++ frames
+        # aborts the process ("terminate called without an active exception", exit -6), so
+        # close() takes this lock: once it has, the thread never enters torch again.
+        self._loading = threading.Lock()
         self.timeouts = 0
         self._thread = threading.Thread(target=self._run, name="weights-prefetch", daemon=True)
         self._thread.start()
@@ -67,7 +72,10 @@ class WeightsPrefetcher:
                     self.timeouts += 1  # weightserver slow or away: the client reconnects
                     continue
                 if got is not None:
-                    self._holder.load(*got)
+                    with self._loading:
+                        if self._stop.is_set():
+                            return
+                        self._holder.load(*got)
                     assert self._holder.inference is not None
                     with self._changed:
                         holder = self._holder
@@ -122,7 +130,9 @@ class WeightsPrefetcher:
         weightserver is there, only after the client's timeout (seconds) when it is not,
         and at a run's end `ppomq train` stops the weightserver together with the actors.
         Waiting that out held every actor's exit by 0.1-2 s. The thread is a daemon and its
-        socket has LINGER 0, so leaving it to end with the process loses nothing.
+        socket has LINGER 0, so leaving it in its poll to end with the process loses nothing;
+        a load in progress is waited for (one load: milliseconds), see `_loading`.
         """
-        self._stop.set()
+        with self._loading:
+            self._stop.set()
         self._thread.join(timeout=timeout_s)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
@@ -90,3 +92,45 @@ def test_an_error_in_the_thread_reaches_the_caller(
     WeightStore(redis_client, "pf").publish(*make_weights(1))
     with pytest.raises(ModelSpecError):
         prefetcher.newest(-1, timeout_s=20)
+
+
+# Run as its own process: publishes weights of a large model, waits until the prefetch thread
+# is inside the load (in torch), then closes the prefetcher and exits.
+_EXIT_DURING_A_LOAD = """
+import sys, threading
+import redis, torch
+from ppomq.actor import weights
+from ppomq.models import build_model, numpy_state
+from ppomq.proto.weights import pack_weights
+from ppomq.weightserver.client import WeightsClient
+from ppomq.weightserver.store import WeightStore
+
+redis_url, endpoint, version = sys.argv[1], sys.argv[2], int(sys.argv[3])
+loading = threading.Event()
+load = weights.PolicyHolder.load
+def load_and_tell(self, *args):
+    loading.set()
+    load(self, *args)
+weights.PolicyHolder.load = load_and_tell
+
+spec = {"arch": "mlp", "obs_shape": [512], "action": {"kind": "categorical", "n": 2},
+        "hidden": [1024, 1024], "activation": "tanh"}
+prefetcher = weights.WeightsPrefetcher(WeightsClient(endpoint, timeout_ms=5000), long_poll_ms=200)
+state = numpy_state(build_model(spec))
+WeightStore(redis.Redis.from_url(redis_url), "pf").publish(*pack_weights(
+    version, state, model=spec, learner_step=1, env_steps=0))
+assert loading.wait(20), "the prefetcher never started loading"
+prefetcher.close()
+"""
+
+
+def test_an_actor_that_stops_during_a_weights_load_exits_cleanly(
+    server: WeightserverProcess, redis_url: str
+) -> None:
+    # A daemon thread still inside torch when the interpreter shuts down aborts the process
+    # (exit -6), which is how a SIGTERM'd actor once died in CI.
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_DURING_A_LOAD, redis_url, server.endpoint, "1"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
