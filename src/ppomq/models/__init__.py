@@ -4,7 +4,7 @@ A registry maps each spec's `arch` to a model class, so a new architecture (a CN
 LSTM) joins by registering here; the learner and actors only ever call `build_model`.
 Every model has the interface of `MLPActorCritic`: `preprocess(obs)` (no parameters: the
 learner runs it once per update) and `evaluate(x, actions)` for the learner's objective,
-`act`/`greedy` for evaluation, `inference()` for the actor's hot path, `dist` (its action
+`act` to sample, `inference()` for the actor's hot path and evaluation, `dist` (its action
 distribution) and `obs_norm` (its normalizer, or None).
 """
 
@@ -41,6 +41,10 @@ class InferencePolicy(Protocol):
         ...
 
     def value(self, obs: np.ndarray) -> np.ndarray: ...
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """The most likely action (the mean, for Gaussian policies), unclipped."""
+        ...
 
 
 _REGISTRY: dict[str, type[nn.Module]] = {"mlp": MLPActorCritic}

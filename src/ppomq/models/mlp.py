@@ -114,11 +114,6 @@ class MLPActorCritic(nn.Module):
         action, logp = self.dist.sample(head)
         return action, logp, value
 
-    @torch.no_grad()
-    def greedy(self, obs: Tensor) -> Tensor:
-        """The most likely action (the mean, for Gaussian policies): for evaluation."""
-        return self.dist.mode(self(self.preprocess(obs))[0])
-
     # -- what the fast paths need ------------------------------------------------------
     def layers(self) -> tuple[list[Layer], list[Layer]]:
         """(policy layers, value layers) as the parameters themselves (views, no copies)."""
@@ -189,3 +184,10 @@ class MLPInference:
     def value(self, obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
             return self._forward(self._v, self._features(obs)).squeeze(-1).numpy()
+
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """The most likely action (the mean, for Gaussian policies), unclipped: for
+        evaluation. Only the policy network runs."""
+        with torch.inference_mode():
+            out = self._forward(self._pi, self._features(obs))
+            return self.dist.mode(out if self.discrete else (out, self._log_std)).numpy()
