@@ -91,8 +91,11 @@ def ppo_loss(
         v_loss = 0.5 * ((new_values - returns) ** 2).mean()
 
     entropy_loss = entropy.mean()
-    # Overall loss with an entropy bonus (37 details #10).
-    loss = pg_loss - ent_coef * entropy_loss + vf_coef * v_loss
+    # Overall loss with an entropy bonus (37 details #10). Without a bonus the entropy term
+    # is left out rather than multiplied by 0, so backward never walks the entropy's graph.
+    loss = pg_loss + vf_coef * v_loss
+    if ent_coef != 0.0:
+        loss = loss - ent_coef * entropy_loss
 
     stats = PPOLossStats(
         policy_loss=pg_loss.detach(),
