@@ -64,7 +64,10 @@ def finish_run(
     summary = {
         "env_id": settings.env_id,
         "mode": settings.mode,
-        "actors": settings.actors,
+        # The actors that trained (an accepted batch each), not the --actors hint: under
+        # `compose --scale actor=4` or an HPA the hint says nothing of what ran.
+        "actors": sum(1 for a in loop.actors.values() if a.get("accepted", 0)),
+        "actors_hint": settings.actors,
         "run_id": settings.run_id,
         "total_env_steps": loop.env_steps,
         "trained_samples": loop.trained_samples,
@@ -91,7 +94,8 @@ def finish_run(
         "episodes": loop.recorder.episodes,
         # Every actor incarnation that sent a batch (a restarted actor has a new id).
         "actors_seen": {
-            k: {"batches": v["batches"], "env_steps": v["env_steps"]}
+            k: {"batches": v["batches"], "accepted": v.get("accepted", 0),
+                "env_steps": v["env_steps"]}
             for k, v in sorted(loop.actors.items())
         },
         "learner_restarts": loop.restarts,

@@ -186,6 +186,8 @@ class LearnerLoop:
             for batch in arrived:
                 self._note_batch(batch)
                 if self.gate.admit(self.version, batch.policy_version):
+                    entry = self.actors[batch.actor_id]
+                    entry["accepted"] = entry.get("accepted", 0) + 1
                     out.append(batch)
                     contributors.add(batch.actor_id)
                     samples += batch.num_steps * batch.num_envs

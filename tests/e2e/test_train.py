@@ -39,6 +39,9 @@ def test_train_runs_to_total_steps_and_leaves_a_complete_run_dir(tmp_path):
     assert summary["total_env_steps"] >= 6000
     assert summary["versions"] >= 5
     assert summary["batches_accepted"] >= 5
+    # The actors that trained, counted from accepted batches (not the --actors hint).
+    assert summary["actors"] == 2 and summary["actors_hint"] == 2
+    assert all(a["accepted"] > 0 for a in summary["actors_seen"].values())
     assert summary["final_eval_return"] > 0
     for name in ("settings.json", "episodes.csv", "progress.csv", "final_weights.pt",
                  "learning_curve.png", "checkpoints/ckpt.pt"):  # fmt: skip
