@@ -1,10 +1,12 @@
 """Redis restarted under a running system: persistence keeps every published version, and
 training goes on by itself once Redis is back.
 
-Redis runs as in docker-compose.yml (append-only file on) and is stopped with SIGTERM, as
-`docker compose restart redis` or a node drain does, then started again on the same port
-and data dir. The learner, the weightserver and two actors are separate processes that
-nobody restarts.
+Redis runs as in docker-compose.yml (append-only file on, deploy/redis/users.acl) and is
+stopped with SIGTERM, as `docker compose restart redis` or a node drain does, then started
+again on the same port and data dir. The learner, the weightserver and two actors are
+separate processes that nobody restarts. The binary is the suite's (Debian's redis-server
+when installed, as in CI, or $PPOMQ_REDIS_SERVER): Redis 7 replays the learner's
+MULTI/EXECs with the ACL of the shipped `default` user (issue 16), Redis 6.2 does not.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ..conftest import REPO
 from .services import System, max_update_gap
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -23,6 +26,22 @@ OUTAGE_S = 5.0
 # Far above what the test publishes, so retention drops nothing: every version the learner
 # ever published must still be in Redis at the end.
 KEEP_VERSIONS = 100_000
+# The System gives every service one URL, so one user with the learner's and the reader's
+# rules together stands in for both. What matters here is the shipped `default` user: at
+# start Redis replays the append-only file as that user, whoever wrote it.
+OPS_USER = (
+    "user ppomq-ops on >pw-ops resetkeys ~ppomq:* resetchannels &ppomq:*:weights -@all "
+    "+@read +@write +@transaction +publish +subscribe +unsubscribe +ping -@dangerous"
+)
+
+
+def _shipped_acl_with_ops_user(tmp_path: Path) -> Path:
+    """deploy/redis/users.acl (its placeholder users switched off) plus OPS_USER."""
+    shipped = (REPO / "deploy" / "redis" / "users.acl").read_text()
+    lines = [line.replace(" on >CHANGE-ME-", " off >CHANGE-ME-") for line in shipped.splitlines()]
+    path = tmp_path / "users.acl"
+    path.write_text("\n".join([*lines, OPS_USER]) + "\n")
+    return path
 
 
 def _digests(system: System, versions: list[int]) -> dict[int, str]:
@@ -38,7 +57,11 @@ def _digests(system: System, versions: list[int]) -> dict[int, str]:
 
 
 def test_redis_restart_loses_no_version_and_training_resumes(start_redis, tmp_path: Path):
-    server = start_redis("--appendonly", "yes", "--appendfsync", "everysec")
+    server = start_redis(
+        "--appendonly", "yes", "--appendfsync", "everysec",
+        "--aclfile", str(_shipped_acl_with_ops_user(tmp_path)),
+    )  # fmt: skip
+    redis_url = server.url_for("ppomq-ops", "pw-ops")
     seen_latest: list[int] = []
 
     def latest() -> int | None:
@@ -49,7 +72,7 @@ def test_redis_restart_loses_no_version_and_training_resumes(start_redis, tmp_pa
 
     try:
         with System(
-            tmp_path, server.url, run_id="redis-restart",
+            tmp_path, redis_url, run_id="redis-restart",
             learner_args=["--keep-versions", str(KEEP_VERSIONS)],
         ) as system:  # fmt: skip
             system.start()
