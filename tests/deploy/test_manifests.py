@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from typing import Any
 from urllib.parse import urlsplit
@@ -98,7 +99,9 @@ def test_docker_compose_resolves_the_file_as_we_do(tmp_path, env_file):
     assert set(real["services"]) == active
     for name, service in real["services"].items():
         mine = ours["services"][name]
-        assert service.get("environment", {}) == mine["environment"], name
+        # Compose prints a passed-through name it has no value for as null: not set.
+        env = {k: v for k, v in service.get("environment", {}).items() if v is not None}
+        assert env == mine["environment"], name
         assert service.get("command") == mine.get("command"), name
         assert service.get("entrypoint") == mine.get("entrypoint"), name
         assert service["healthcheck"]["test"] == mine["healthcheck"]["test"], name
@@ -118,6 +121,41 @@ def test_compose_services_run_real_subcommands_with_their_own_settings(compose):
         assert check[:4] == ["CMD", "python", "-m", "ppomq.healthcheck"], name
         assert check[4] == sub and sub in HEALTHCHECK_SERVICES
     assert set(seen) == {"learner", "weightserver", "actor"}
+
+
+def test_every_setting_of_a_compose_service_reaches_it_from_the_shell_or_env_file():
+    """README: every setting is a PPOMQ_* variable, set in the shell or .env. Each service
+    names each setting it reads, so one the file does not interpolate still arrives."""
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    # Replicas of one service share its environment: a shared actor index would give
+    # them the same env seeds, so the actors derive theirs from their hostnames instead.
+    left_out = {"actor": {"PPOMQ_ACTOR_INDEX"}}
+    for name in ("learner", "actor", "weightserver"):
+        names = {f"{ENV_PREFIX}{f.upper()}" for f in SETTINGS_OF[name].model_fields}
+        missing = names - set(raw[name]["environment"]) - left_out.get(name, set())
+        assert not missing, f"compose {name} does not pass {sorted(missing)}"
+    given = {"PPOMQ_LEARNING_RATE": "0.001", "PPOMQ_TARGET_RETURN": "475",
+             "PPOMQ_BATCHES_PER_VERSION": "2", "PPOMQ_ACTOR_INDEX": "3"}  # fmt: skip
+    s = resolve_compose(given)["services"]
+    assert s["learner"]["environment"]["PPOMQ_LEARNING_RATE"] == "0.001"
+    assert s["learner"]["environment"]["PPOMQ_TARGET_RETURN"] == "475"
+    assert s["actor"]["environment"]["PPOMQ_BATCHES_PER_VERSION"] == "2"
+    assert "PPOMQ_ACTOR_INDEX" not in s["actor"]["environment"]
+    # Unset, a passed-through name is not set at all (the service's default applies).
+    assert "PPOMQ_LEARNING_RATE" not in resolve_compose({})["services"]["learner"]["environment"]
+
+
+def test_compose_builds_the_image_once_and_pulls_nothing_by_default():
+    """One `build:` (three identical ones made three exports and two dangling images), and
+    no pull of an image that only this checkout can build."""
+    s = resolve_compose({})["services"]
+    builders = sorted(n for n, svc in s.items() if "build" in svc)
+    assert builders == ["actor", "tensorboard"], builders
+    image = s["actor"]["image"]
+    for name in ("learner", "weightserver", "actor"):
+        assert s[name]["image"] == image, name
+        assert s[name]["pull_policy"] == ("build" if name == "actor" else "never"), name
+    assert s["tensorboard"]["pull_policy"] == "build"
 
 
 def test_compose_interpolated_ppomq_variables_are_settings(compose):
@@ -224,24 +262,24 @@ def test_dockerfile_passes_hadolint():
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_dockerfile_final_stages_are_non_root_with_health_and_ppomq_entrypoint():
+def test_dockerfile_final_stage_is_non_root_with_health_and_ppomq_entrypoint():
     stages = _dockerfile_stages()
-    assert list(stages)[-1] == "runtime"  # the default target
-    assert "ARG CUDA_BASE_IMAGE" in (REPO / "Dockerfile").read_text()
-    for name in ("runtime", "cuda"):
-        lines = stages[name]
-        assert any(re.fullmatch(r"USER 10001(:10001)?", ln) for ln in lines), name
-        assert 'ENTRYPOINT ["ppomq"]' in lines, name
-        health = [ln for ln in lines if ln.startswith("HEALTHCHECK")]
-        assert health and "ppomq.healthcheck" in health[0], name
-        assert not any("build-essential" in ln for ln in lines), name
+    # The default target, last; before it only what it needs plus the small optional
+    # viewer, because the legacy builder (no BuildKit) runs every stage before its target.
+    assert list(stages) == ["builder", "tensorboard", "runtime"], list(stages)
+    lines = stages["runtime"]
+    assert any(re.fullmatch(r"USER 10001(:10001)?", ln) for ln in lines)
+    assert 'ENTRYPOINT ["ppomq"]' in lines
+    health = [ln for ln in lines if ln.startswith("HEALTHCHECK")]
+    assert health and "ppomq.healthcheck" in health[0]
+    assert not any("build-essential" in ln for ln in lines)
     expose = [ln.split()[1:] for ln in stages["runtime"] if ln.startswith("EXPOSE")]
     exposed = {int(p) for ports in expose for p in ports}
     learner_port = tcp_port(SETTINGS_OF["learner"].model_fields["rollout_bind"].default)
     assert {learner_port, tcp_port(WeightserverSettings.model_fields["bind"].default)} <= exposed
 
 
-def test_dockerfile_caches_dependencies_before_the_source_and_guards_the_cuda_target():
+def test_dockerfile_caches_dependencies_before_the_source_and_checks_the_torch_variant():
     builder = _dockerfile_stages()["builder"]
     copies = [i for i, ln in enumerate(builder) if ln.startswith("COPY ")]
     deps = next(i for i, ln in enumerate(builder) if "pip install" in ln and "requirements" in ln)
@@ -250,8 +288,28 @@ def test_dockerfile_caches_dependencies_before_the_source_and_guards_the_cuda_ta
     assert [builder[i] for i in copies if i < deps] == ["COPY pyproject.toml ./"]
     assert any(builder[i].startswith("COPY src ") for i in copies if i > deps)
     assert any("pip install" in ln and "--no-deps ." in ln for ln in builder[deps + 1 :])
-    cuda = " ".join(_dockerfile_stages()["cuda"])
-    assert "ARG TORCH_INDEX_URL" in cuda and "exit 1" in cuda and "torch.version.cuda" in cuda
+    # One stage for CPU and CUDA: TORCH_VARIANT picks the index, and the torch that came
+    # from it is checked to be that variant in the same layer.
+    assert "ARG TORCH_VARIANT=cpu" in builder
+    assert "ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/${TORCH_VARIANT}" in builder
+    torch_layer = next(ln for ln in builder if '"torch==${TORCH_VERSION}"' in ln)
+    assert "torch.version.cuda" in torch_layer and "TORCH_VARIANT" in torch_layer
+
+
+def test_dockerfile_torch_variant_check_accepts_the_variant_and_refuses_another():
+    """The variant check of the torch layer, run here with this venv's torch."""
+    import torch
+
+    builder = _dockerfile_stages()["builder"]
+    layer = next(ln for ln in builder if '"torch==${TORCH_VERSION}"' in ln)
+    script = re.search(r'python -c "(.+)"$', layer).group(1)  # type: ignore[union-attr]
+    mine = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
+    other = "cu128" if mine == "cpu" else "cpu"
+    ok = _run([sys.executable, "-c", script.replace("${TORCH_VARIANT}", mine)])
+    assert ok.returncode == 0, ok.stderr
+    bad = _run([sys.executable, "-c", script.replace("${TORCH_VARIANT}", other)])
+    assert bad.returncode == 1
+    assert f"TORCH_VARIANT={other} but torch" in bad.stderr and "\n" not in bad.stderr.strip()
 
 
 def test_no_image_or_core_dependency_brings_a_redis_server():

@@ -1,0 +1,216 @@
+"""`docker compose` on a real engine: the repository's docker-compose.yml and Dockerfile,
+built and run as a user runs them (tests/deploy/docker_engine.py says what stands in for
+Docker Hub where there is none).
+
+- `up --build` of a finite run returns 0, every ppomq service exits 0, and the summary in
+  the `runs` volume is solved;
+- `--scale actor=4` trains with all four; an actor killed with SIGKILL inside its
+  container is restarted (`restart: on-failure`); the learner container removed mid-run and
+  started again resumes from its checkpoint; the Redis container restarted mid-run keeps
+  every version (the CLI's list before and after) and `latest` never goes back;
+- `--profile '*' down -v` leaves no container, network or volume.
+
+Skipped, saying why, only where no engine answers and none can be started.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .docker_engine import ComposeProject, Engine, NoEngine, start_engine
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+RUN_ID = "cartpole"  # docker-compose.yml's default PPOMQ_RUN_ID
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory) -> Engine:
+    try:
+        return start_engine(tmp_path_factory.mktemp("engine"))
+    except NoEngine as exc:
+        pytest.skip(f"no Docker engine: {exc}")
+
+
+@pytest.fixture
+def project(engine: Engine, tmp_path: Path) -> Iterator[ComposeProject]:
+    env_file = tmp_path / "empty.env"  # no developer's .env leaks in
+    env_file.write_text("")
+    p = ComposeProject(engine, f"ppomq-test-{uuid.uuid4().hex[:8]}", env_file)
+    try:
+        yield p
+    finally:
+        p.run("--profile", "*", "down", "-v", "--timeout", "5", check=False, timeout=180)
+
+
+def wait_for(cond: Callable[[], object], timeout_s: float, what: str, every: float = 1.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+def read_summary(p: ComposeProject, tmp_path: Path) -> dict:
+    """summary.json from the `runs` volume, copied out of the (exited) learner container."""
+    dest = tmp_path / "summary.json"
+    cid = p.container_id("learner")
+    p.engine.docker("cp", f"{cid}:/data/runs/{RUN_ID}/summary.json", str(dest))
+    return json.loads(dest.read_text())
+
+
+def exit_codes(p: ComposeProject) -> dict[str, int]:
+    return {c["Name"]: int(c["ExitCode"]) for c in p.containers() if c["Service"] != "redis"}
+
+
+def versions_listed(p: ComposeProject) -> list[int]:
+    """`ppomq weights list --json` as a user runs it: in the weightserver's container, whose
+    environment holds the read-only Redis URL and the run id."""
+    out = p.exec("weightserver", "ppomq", "weights", "list", "--json", timeout=60).stdout
+    doc = json.loads(out)
+    return sorted(int(v["version"]) for v in doc["versions"])
+
+
+def test_up_build_trains_a_finite_run_to_a_solved_summary(project: ComposeProject, tmp_path):
+    # PPOMQ_TARGET_RETURN is not one of the variables the file interpolates: it reaches the
+    # learner because the file passes every setting through when it is set.
+    project.settings = {"PPOMQ_TARGET_RETURN": "475", "PPOMQ_TOTAL_STEPS": "200000"}
+    up = project.popen("up", "--build")
+    lines: list[str] = []
+    try:
+        for line in up.stdout or []:
+            lines.append(line)
+        rc = up.wait(timeout=900)
+    finally:
+        if up.poll() is None:
+            up.kill()
+    output = "".join(lines)
+    assert rc == 0, output[-4000:]
+    assert "now serving version 1 " in output  # the weightserver served trained weights
+    codes = exit_codes(project)
+    assert set(codes) == {
+        f"{project.name}-{s}" for s in ("weightserver-1", "learner-1", "actor-1", "actor-2")
+    }, codes
+    assert all(code == 0 for code in codes.values()), codes
+    summary = read_summary(project, tmp_path)
+    assert summary["solved_at_env_steps"] is not None, summary
+    assert summary["final_mean_return_20"] >= 475
+    assert summary["actors"] == 2 and summary["batches_accepted"] > 0
+    assert summary["total_env_steps"] < 200_000  # it ended at the target, not the budget
+
+
+def test_scaled_run_survives_a_killed_actor_a_removed_learner_and_a_redis_restart(
+    project: ComposeProject, tmp_path
+):
+    project.settings = {
+        "PPOMQ_TOTAL_STEPS": "400000",
+        # Retention off in effect: every version ever published must still be listed.
+        "PPOMQ_KEEP_VERSIONS": "100000",
+        "PPOMQ_EVAL_EPISODES": "2",
+    }
+    project.run("up", "--build", "--detach", "--scale", "actor=4", timeout=900)
+    latest_seen: list[int] = []
+    stop_sampling = threading.Event()
+
+    def latest() -> int:
+        value = project.redis_get(f"ppomq:{RUN_ID}:latest")
+        if value and value.isdigit():
+            latest_seen.append(int(value))
+            return int(value)
+        return 0
+
+    def sample_latest() -> None:
+        while not stop_sampling.is_set():
+            latest()
+            time.sleep(0.5)
+
+    sampler = threading.Thread(target=sample_latest, daemon=True)
+    sampler.start()
+    try:
+        wait_for(lambda: latest() >= 5, 240, "5 versions")
+
+        # All four replicas train: each is a live actor of the learner's status.
+        def live_actors() -> int:
+            out = project.exec("weightserver", "ppomq", "status", "--json", check=False)
+            return len(json.loads(out.stdout)["actors"]) if out.returncode == 0 else 0
+
+        wait_for(lambda: live_actors() == 4, 120, "4 live actors")
+
+        # SIGKILL inside an actor's container: `restart: on-failure` starts it again.
+        actor = project.container_id("actor", 1)
+        project.engine.docker(
+            "exec",
+            actor,
+            "python",
+            "-c",
+            "import os, signal; os.kill(-1, signal.SIGKILL)",
+            check=False,
+        )
+        wait_for(
+            lambda: (
+                int(project.engine.docker("inspect", "-f", "{{.RestartCount}}", actor).strip()) >= 1
+            ),
+            60,
+            "the killed actor's restart",
+        )
+
+        # The learner container removed mid-run, then started again: it resumes.
+        before_learner = latest()
+        project.run("rm", "--stop", "--force", "learner", timeout=180)
+        project.run("up", "--detach", "--no-deps", "learner", timeout=300)
+        wait_for(lambda: latest() > before_learner + 3, 240, "versions after the new learner")
+        logs = project.run("logs", "learner").stdout
+        assert "resumed from /data/runs/" in logs or "resuming from /data/runs/" in logs, logs[
+            -3000:
+        ]
+
+        # The Redis container restarted mid-run keeps every version.
+        before = versions_listed(project)
+        project.run("restart", "redis", timeout=120)
+        wait_for(lambda: latest() > before[-1] + 3, 240, "versions after the Redis restart")
+        after = versions_listed(project)
+        assert set(before) <= set(after), sorted(set(before) - set(after))
+        redis_log = project.run("logs", "redis").stdout
+        assert "NOPERM" not in redis_log, [ln for ln in redis_log.splitlines() if "NOPERM" in ln][
+            :3
+        ]
+
+        # The run ends by itself: the learner, the weightserver and every actor exit 0.
+        wait_for(
+            lambda: all(
+                c["State"] == "exited" for c in project.containers() if c["Service"] != "redis"
+            ),
+            600,
+            "the run's end",
+            every=3,
+        )
+    finally:
+        stop_sampling.set()
+        sampler.join(timeout=30)
+    codes = exit_codes(project)
+    assert all(code == 0 for code in codes.values()), codes
+    assert latest_seen == sorted(latest_seen), "latest went back"
+    summary = read_summary(project, tmp_path)
+    assert summary["total_env_steps"] >= 400_000
+    # Four replicas trained, and the killed one's second incarnation too (a new actor id).
+    assert summary["actors"] >= 5, summary["actors_seen"]
+    assert summary["learner_restarts"] >= 1 or summary["resumed_wall_s"] > 0
+
+
+def test_down_v_leaves_no_container_network_or_volume(project: ComposeProject):
+    project.settings = {"PPOMQ_TOTAL_STEPS": "0"}  # open-ended: running when `down` comes
+    project.run(
+        "--profile", "tensorboard", "up", "--build", "--detach", "--scale", "actor=1", timeout=900
+    )
+    assert {c["Service"] for c in project.containers()} >= {"redis", "learner", "tensorboard"}
+    project.run("--profile", "*", "down", "-v", "--timeout", "10", timeout=180)
+    assert project.leftovers() == []
