@@ -114,3 +114,16 @@ def test_a_service_waits_for_a_redis_that_comes_up_late_and_fails_fast_on_auth(c
     with pytest.raises(RedisUnavailableError, match=r"waited 1 s"):
         wait_for_redis(f"redis://127.0.0.1:{free_port()}/0", wait_s=1)
     assert time.monotonic() - t0 < 5
+
+
+def test_persisted_data_it_cannot_load_is_one_line_with_redis_own_reason(tmp_path):
+    from ppomq.embedded_redis import EmbeddedRedis
+    from ppomq.errors import UserError
+
+    data = tmp_path / "redis"
+    data.mkdir()
+    (data / "appendonly.aof").write_bytes(b"*2\r\n$3\r\nSET\r\nnot a command\r\n")
+    # redis-server says why on its log, not on stderr: the error must carry it.
+    with pytest.raises(UserError, match="Bad file format") as err:
+        EmbeddedRedis(data_dir=data, log_path=tmp_path / "redis.log")
+    assert "\n" not in str(err.value) and str(tmp_path / "redis.log") in str(err.value)

@@ -31,7 +31,7 @@ from .embedded_redis import EmbeddedRedis, free_port
 from .envs import spaces_of
 from .errors import RedisUnavailableError, UsageError, UserError
 from .redis_util import connect_redis, make_redis, redact_url
-from .rundir import FINISHED_FILE
+from .rundir import FINISHED_FILE, REDIS_DIR
 from .settings import (
     ActorSettings,
     LearnerSettings,
@@ -191,7 +191,11 @@ class Launcher:
         # The server's imports (~2 s) run while Redis starts and the settings are written.
         zygote.start_server()
         if s.redis_url is None:
-            self.redis = EmbeddedRedis()
+            # In the run dir, persisted: the versions outlive the run (`ppomq weights
+            # --run-dir`), and a resumed run finds them, as it would in an external Redis.
+            self.redis = EmbeddedRedis(
+                data_dir=self.run_dir / REDIS_DIR, log_path=self.run_dir / "logs" / "redis.log"
+            )
             redis_url = self.redis.url
             self.timeline.mark("redis ready")
         else:
@@ -221,6 +225,7 @@ class Launcher:
                     weightserver_bind=weights_bind,
                     rollout_port=_port_of(rollout_bind),
                     weights_port=_port_of(weights_bind),
+                    redis_data_dir=REDIS_DIR if self.redis is not None else None,
                 ),
                 indent=2,
             )
@@ -536,7 +541,7 @@ class _StopSignals:
     """Ctrl-C and SIGTERM for `ppomq train`: the first raises in the main thread (supervise
     ends, stop() runs: the warm stop); each later one, or any once stop() has begun, only
     hurries that stop (Launcher.hurry), so the cleanup itself is never cut short: children
-    stopped, fork server stopped, Redis stopped and its temporary directory removed."""
+    stopped, fork server stopped, Redis stopped (its data flushed to the run dir)."""
 
     def __init__(self, launcher: Launcher) -> None:
         self.launcher = launcher

@@ -9,7 +9,10 @@ run_dir/final_weights.pt     torch.load-able state dict + metadata
 run_dir/learning_curve.png   return against env steps
 run_dir/summary.json         the figures a benchmark or a user wants first
 run_dir/logs/                each service's log; with `ppomq train`, launcher.log: the
-                             run's phases with timestamps (ppomq.timeline)
+                             run's phases with timestamps (ppomq.timeline), and redis.log
+run_dir/redis/               `ppomq train`'s embedded Redis, persisted (append-only file):
+                             the run's weight versions and status, which `ppomq weights` and
+                             `ppomq status --run-dir` read after the run (ppomq.run_redis)
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from typing import Any
 SOLVE_WINDOW = 20  # "mean of the last 20 episodes", the CartPole-v1 convention
 # Written by the learner when its run ends normally (the same JSON as Redis `finished`).
 FINISHED_FILE = "finished.json"
+# Where the embedded Redis of `ppomq train` keeps its data, under the run dir; settings.json
+# records it as `redis_data_dir` (null for a run on an external Redis, absent in run dirs
+# from before it was kept: their versions went with their Redis).
+REDIS_DIR = "redis"
 
 
 class RunRecorder:

@@ -111,3 +111,23 @@ def test_an_unreadable_actor_field_does_not_hide_the_others(redis_client):
     status = read_status(redis_client, RUN)
     assert [a["actor_id"] for a in status["actors"]] == ["a1-333-cccccc"]
     assert status["unreadable_actors"] == ["a8-1-yyyyyy", "a9-1-zzzzzz"]
+
+
+def test_a_finished_runs_actors_are_aged_from_its_last_update_not_from_now(redis_client):
+    # What `ppomq status --run-dir` reads of a run that ended an hour ago: the actors that
+    # trained until its end, not an empty table of actors "not heard from for 3600 s".
+    _learner_wrote(redis_client, actors={"a0-222-bbbbbb": 0.5, "a1-333-cccccc": 1.5})
+    keys = RunKeys(RUN)
+    stats = json.loads(redis_client.get(keys.stats))
+    hour = 3600.0
+    stats["updated_at"] -= hour
+    redis_client.set(keys.stats, json.dumps(stats))
+    for actor_id, doc in redis_client.hgetall(keys.actors).items():
+        aged = json.loads(doc)
+        aged["last_seen"] -= hour
+        redis_client.hset(keys.actors, actor_id, json.dumps(aged))
+    assert read_status(redis_client, RUN)["actors"] == []  # from now: all long gone
+    at_end = read_status(redis_client, RUN, as_of_last_update=True)
+    assert [a["actor_id"] for a in at_end["actors"]] == ["a0-222-bbbbbb", "a1-333-cccccc"]
+    assert at_end["actors"][0]["last_seen_s_ago"] == 0.5
+    assert at_end["status_age_s"] >= hour

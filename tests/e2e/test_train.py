@@ -129,6 +129,11 @@ def test_a_restarted_run_resumes_from_its_checkpoint(tmp_path):
     assert s2["total_env_steps"] - s1["total_env_steps"] < 4000
     assert s2["versions"] > s1["versions"]
     assert "resumed from" in (run_dir / "logs" / "learner.log").read_text()
+    # The first run's versions were kept in the run dir and found again by the second.
+    listed = _run(["weights", "list", "--run-dir", str(run_dir), "--json"])
+    assert listed.returncode == 0, listed.stderr
+    versions = [v["version"] for v in json.loads(listed.stdout)["versions"]]
+    assert versions[-1] == s2["versions"] and s1["versions"] in versions
 
 
 def _one_line_error(out: subprocess.CompletedProcess[str]) -> str:
@@ -232,6 +237,7 @@ def test_a_killed_launcher_takes_its_processes_with_it(tmp_path):
         # Everything the launcher started, directly or through its fork server.
         tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
         assert set(pids) <= set(tree) and len(tree) >= len(pids) + 3
+        published = int(r.get(f"ppomq:{cfg['run_id']}:latest"))
         proc.kill()  # SIGKILL: the launcher runs no cleanup at all
         proc.wait()
         deadline = time.monotonic() + 30
@@ -245,6 +251,10 @@ def test_a_killed_launcher_takes_its_processes_with_it(tmp_path):
         assert not any(map(_running, tree)), "processes outlived the launcher"
         with pytest.raises(redis.ConnectionError):
             redis.Redis.from_url(cfg["redis_url"], socket_connect_timeout=1).ping()
+        # What the run had published before the kill outlived it, in its run dir.
+        listed = _run(["weights", "list", "--run-dir", str(run_dir), "--json"])
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout)["latest"] >= published
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -5,11 +5,15 @@ actor id names one process incarnation (a restarted actor reports under a new id
 hash keeps every dead actor. Status decides what is live by `last_seen` alone: an actor
 not heard from for longer than `--forget-after-s` is hidden from the table and counted on
 one line instead, so the table shows the actors that are training now.
+
+With --run-dir it reads the run's own Redis while the run runs, and after it a private copy
+of what the run persisted in its run dir (ppomq.run_redis): a finished run's last status.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -22,23 +26,7 @@ from ppomq.tables import print_table
 DEFAULT_FORGET_AFTER_S = 60.0
 
 
-def _redis_url(args: argparse.Namespace) -> str:
-    if args.run_dir:
-        path = Path(args.run_dir) / "settings.json"
-        if not path.exists():
-            raise NotFoundError(f"{path} not found; is {args.run_dir} a `ppomq train` run dir?")
-        recorded = json.loads(path.read_text())["redis_url"]
-        if ":***@" not in recorded:
-            return recorded
-        # settings.json keeps no password: take the URL again from where the run got it.
-        given = args.redis_url or os.environ.get("PPOMQ_REDIS_URL")
-        if not given:
-            raise UsageError(
-                f"{path} records Redis at {recorded} without its password; "
-                "pass --redis-url or PPOMQ_REDIS_URL as well"
-            )
-        return given
-    return args.redis_url or os.environ.get("PPOMQ_REDIS_URL", "redis://127.0.0.1:6379/0")
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str, Any] | None:
@@ -59,12 +47,18 @@ def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str,
 
 
 def read_status(
-    redis: Any, run_id: str, *, forget_after_s: float = DEFAULT_FORGET_AFTER_S
+    redis: Any,
+    run_id: str,
+    *,
+    forget_after_s: float = DEFAULT_FORGET_AFTER_S,
+    as_of_last_update: bool = False,
 ) -> dict[str, Any]:
     """The learner's status, its actors split by `forget_after_s` (0: keep every actor).
 
     `actors`: the live ones, newest first; `hidden_actors`: those not heard from for more
-    than `forget_after_s`, same fields; `unreadable_actors`: ids whose field did not parse."""
+    than `forget_after_s`, same fields; `unreadable_actors`: ids whose field did not parse.
+    `as_of_last_update`: actors' ages count back from the learner's last status rather
+    than from now (a run that is over: the actors training at its end, not none)."""
     from ppomq.weightserver.keys import RunKeys
 
     keys = RunKeys(run_id)
@@ -74,7 +68,7 @@ def read_status(
             f"no status for run {run_id!r}: no learner has reported; check --run-id"
         )
     status = json.loads(raw)
-    now = time.time()
+    now = float(status["updated_at"]) if as_of_last_update else time.time()
     live: list[dict[str, Any]] = []
     hidden: list[dict[str, Any]] = []
     unreadable: list[str] = []
@@ -95,22 +89,40 @@ def read_status(
     status["hidden_actors"] = hidden
     status["unreadable_actors"] = sorted(unreadable)
     status["forget_after_s"] = forget_after_s
-    status["status_age_s"] = round(now - status["updated_at"], 1)
+    status["actors_as_of_unix"] = now  # what `last_seen_s_ago` counts back from
+    status["status_age_s"] = round(time.time() - status["updated_at"], 1)
+    marker = redis.get(keys.finished)
+    # The learner's end-of-run marker ({"version", "env_steps", "unix"}), None while it runs.
+    status["finished"] = json.loads(marker) if marker else None
     return status
 
 
 def _run(args: argparse.Namespace) -> int:
     from ppomq.redis_util import connect_redis, redis_errors
+    from ppomq.run_redis import LIVE, PERSISTED, open_run_redis
 
     if args.forget_after_s < 0:
         raise UsageError("--forget-after-s must be >= 0 (0 lists every actor ever seen)")
-    url = _redis_url(args)
-    run_id = args.run_id or os.environ.get("PPOMQ_RUN_ID", "default")
-    if args.run_dir and not args.run_id:
-        run_id = json.loads((Path(args.run_dir) / "settings.json").read_text())["run_id"]
-    redis = connect_redis(url)
-    with redis_errors(url):
-        status = read_status(redis, run_id, forget_after_s=args.forget_after_s)
+    with contextlib.ExitStack() as stack:
+        if args.run_dir:
+            run = stack.enter_context(
+                open_run_redis(Path(args.run_dir), redis_url=args.redis_url, run_id=args.run_id)
+            )
+            url, run_id, source = run.url, run.run_id, run.source
+        else:
+            url = args.redis_url or os.environ.get("PPOMQ_REDIS_URL", DEFAULT_REDIS_URL)
+            run_id = args.run_id or os.environ.get("PPOMQ_RUN_ID", "default")
+            source = LIVE
+        redis = connect_redis(url)
+        stack.callback(redis.close)
+        with redis_errors(url):
+            status = read_status(
+                redis,
+                run_id,
+                forget_after_s=args.forget_after_s,
+                as_of_last_update=source == PERSISTED,
+            )
+    status["source"] = source
     if args.json:
         print(json.dumps(status, sort_keys=True))
         return 0
@@ -121,8 +133,16 @@ def _run(args: argparse.Namespace) -> int:
         f"mode {status['mode']} (max staleness {status['max_staleness']}), "
         f"updated {status['status_age_s']} s ago"
     )
+    done = status["finished"]
+    if done:
+        print(f"finished at version {done['version']}, {done['env_steps']:,} env steps")
+    if source == PERSISTED:
+        print(f"not running: read from the Redis data it persisted in {args.run_dir}")
     print(f"rejects by reason: {status['rejects'] or 'none'}")
-    print(f"{len(status['actors'])} live actor(s)")
+    if source == PERSISTED:
+        print(f"{len(status['actors'])} actor(s) at its end (last seen: before its last update)")
+    else:
+        print(f"{len(status['actors'])} live actor(s)")
     print_table(
         ["actor", "last seen", "policy v", "age", "batches"],
         [
@@ -154,7 +174,11 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--redis-url", help="Redis URL [env PPOMQ_REDIS_URL]")
     p.add_argument("--run-id", help="run id [env PPOMQ_RUN_ID; default: default]")
-    p.add_argument("--run-dir", help="a `ppomq train` run dir (reads its Redis URL and run id)")
+    p.add_argument(
+        "--run-dir",
+        help="a `ppomq train` run dir: its Redis while it runs, after it (read-only) a copy "
+        "of the Redis data it kept in the run dir; its run id unless --run-id",
+    )
     p.add_argument(
         "--forget-after-s",
         type=float,

@@ -1,7 +1,9 @@
 """`ppomq weights list|show|diff|export|verify|protect|unprotect`: a run's weight versions.
 
 Reads Redis through the weight store; `protect`/`unprotect` are the only writes. Every
-verb takes --redis-url, --run-id (or PPOMQ_REDIS_URL, PPOMQ_RUN_ID) and --json.
+verb takes --redis-url, --run-id (or PPOMQ_REDIS_URL, PPOMQ_RUN_ID) and --json, or
+--run-dir RUN: the Redis of that `ppomq train` run while it runs, after it (read-only) a
+private copy of the Redis data it kept in RUN/redis/, started and removed by the command.
 Exit codes: 0 ok, 1 verification failed, 2 usage, 3 no such run or version, 4 Redis
 unreachable or refused us.
 """
@@ -9,11 +11,13 @@ unreachable or refused us.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, UsageError, UserError
@@ -24,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ppomq.proto.weights import WeightsHeader
+    from ppomq.run_redis import RunRedis
     from ppomq.weightserver.store import WeightStore
 
 LATEST = "latest"
@@ -64,6 +69,14 @@ def _common_parser() -> argparse.ArgumentParser:
         "--run-id",
         default=argparse.SUPPRESS,
         help=f"{info_run.description} [env PPOMQ_RUN_ID; default: {info_run.default}]",
+    )
+    common.add_argument(
+        "--run-dir",
+        default=argparse.SUPPRESS,
+        metavar="RUN",
+        help="A `ppomq train` run dir: its Redis while it runs, after it (read-only) a copy "
+        "of the Redis data it kept in RUN/redis/; its run id unless --run-id. --redis-url "
+        "only fills in a password settings.json left out.",
     )
     common.add_argument("--json", action="store_true", help="Print one JSON document.")
     return common
@@ -114,22 +127,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 class _Session:
-    """Settings, Redis client and store for one verb; Redis failures become exit 4."""
+    """Settings, Redis client and store for one verb; Redis failures become exit 4.
+    What it opens (a client, with --run-dir maybe a private server) `stack` closes."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
         from ppomq.redis_util import connect_redis, redis_errors
         from ppomq.weightserver.store import WeightStore
 
         flags = vars(args)
-        self.redis_url = load_settings(
-            RedisSettings, {k: flags[k] for k in ("redis_url",) if k in flags}
-        ).redis_url
-        self.run_id = load_settings(
-            CommonSettings, {k: flags[k] for k in ("run_id",) if k in flags}
-        ).run_id
+        self.run: RunRedis | None = None
+        if "run_dir" in flags:
+            from ppomq.run_redis import open_run_redis
+
+            self.run = stack.enter_context(
+                open_run_redis(
+                    Path(flags["run_dir"]),
+                    redis_url=flags.get("redis_url"),
+                    run_id=flags.get("run_id"),
+                )
+            )
+            self.redis_url, self.run_id = self.run.url, self.run.run_id
+        else:
+            self.redis_url = load_settings(
+                RedisSettings, {k: flags[k] for k in ("redis_url",) if k in flags}
+            ).redis_url
+            self.run_id = load_settings(
+                CommonSettings, {k: flags[k] for k in ("run_id",) if k in flags}
+            ).run_id
         self.as_json: bool = args.json
         self.errors = lambda: redis_errors(self.redis_url)
         self.client = connect_redis(self.redis_url)
+        stack.callback(self.client.close)
         self.store: WeightStore = WeightStore(self.client, self.run_id)
 
     def resolve(self, version: int | str) -> int:
@@ -140,18 +168,13 @@ class _Session:
             raise NotFoundError(f"run {self.run_id!r} has no versions yet")
         return latest
 
-    def close(self) -> None:
-        self.client.close()
-
 
 def _run(args: argparse.Namespace, body: Callable[[_Session], int]) -> int:
-    session = _Session(args)
-    try:
+    with contextlib.ExitStack() as stack:
+        session = _Session(args, stack)
         with session.errors():
             session.store.require_run()
             return body(session)
-    finally:
-        session.close()
 
 
 def _emit_json(doc: Any) -> None:
@@ -433,6 +456,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _protect(args: argparse.Namespace, on: bool) -> int:
     def body(s: _Session) -> int:
+        if s.run is not None:
+            # A finished run's data is a copy here: a write to it would be thrown away.
+            s.run.require_writable("protect" if on else "unprotect")
         version = s.resolve(args.version)
         changed = s.store.protect(version) if on else s.store.unprotect(version)
         if s.as_json:
