@@ -2,8 +2,10 @@
 
 Wiring: settings -> logging -> env -> weightserver client + rollout sender -> wait for the
 first weights -> loop. Stopping: the first SIGTERM/SIGINT finishes (and sends) the current
-rollout and exits 0; a second exits at once. A learner that is away only makes `send`
-wait (bounded by the high-water mark); the actor reconnects by itself when it is back.
+rollout and exits 143/130 (128 + the signal: stopped before the run's end); a second exits
+at once. Exit 0 only when the weightserver said the run has finished. A learner that is
+away only makes `send` wait (bounded by the high-water mark); the actor reconnects by itself
+when it is back.
 """
 
 from __future__ import annotations
@@ -63,13 +65,16 @@ def actor_index_of(settings: ActorSettings) -> int:
 
 
 def run_actor(settings: ActorSettings) -> int:
+    finished = False
     with service_shell(
         "actor", metrics_port=settings.metrics_port, unit_of_work="the current rollout"
     ) as stop:
-        return _act(settings, stop)
+        finished = _act(settings, stop)
+    return stop.exit_code(finished=finished)
 
 
-def _act(settings: ActorSettings, stop: WarmStop) -> int:
+def _act(settings: ActorSettings, stop: WarmStop) -> bool:
+    """Sample and send until stopped or the run has finished; True when it finished."""
     torch.set_num_threads(1)  # many actors share the cores; one thread each is fastest
     s = settings
     index = actor_index_of(s)
@@ -148,11 +153,14 @@ def _act(settings: ActorSettings, stop: WarmStop) -> int:
         sender.close()
         weights.close()
         envs.close()
+    # A stop signal that came after the weightserver said the run finished stops a finished
+    # run: exit 0 as well.
+    finished = finished or weights.finished
     if finished:
         log.info("run %r finished: actor %s exiting after %d batches", s.run_id, actor_id, seq)
     else:
         log.info("actor %s stopped after %d batches", actor_id, seq)
-    return 0
+    return finished
 
 
 def refresh_weights(

@@ -4,7 +4,9 @@ Wiring, in order: settings -> logging -> Redis store -> policy (fresh or resumed
 publish the first version -> receiving thread -> LearnerLoop (loop.py). Stopping: the first
 SIGTERM/SIGINT finishes the current update, checkpoints, evaluates and writes the summary;
 a second skips the rest of the update and the evaluation but still writes the checkpoint
-and the summary (ppomq.signals).
+and the summary (ppomq.signals). Exit 0 only when the run reached its end (total steps,
+duration, target return); stopped before that by a signal, 128 + the signal (143 for
+SIGTERM), so that a Kubernetes Job or compose's `restart: on-failure` starts it again.
 """
 
 from __future__ import annotations
@@ -67,13 +69,16 @@ def _check_port_free(endpoint: str) -> None:
 def run_learner(settings: LearnerSettings) -> int:
     if not settings.run_dir:
         settings = settings.model_copy(update={"run_dir": f"runs/{settings.run_id}"})
+    finished = False
     with service_shell(
         "learner", metrics_port=settings.metrics_port, unit_of_work="the current update"
     ) as stop:
-        return _serve(settings, stop)
+        finished = _serve(settings, stop)
+    return stop.exit_code(finished=finished)
 
 
-def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
+def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
+    """Train until the run's end (True) or a stop signal (False)."""
     torch.set_num_threads(1)
     torch.manual_seed(settings.seed)
     np.random.seed(settings.seed)
@@ -205,7 +210,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> int:
     finish_run(loop, settings, threshold, stop)
     if finished:
         mark_finished(loop)
-    return 0
+    return finished
 
 
 def move_aside(run_dir: Path) -> Path:

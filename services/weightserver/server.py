@@ -524,7 +524,9 @@ def _register_metrics(server: WeightServer) -> None:
 
 
 def main(settings: WeightserverSettings) -> int:
-    """`ppomq weightserver`: settings → logging → socket → loop; exit 0 on SIGTERM/SIGINT."""
+    """`ppomq weightserver`: settings → logging → socket → loop. Exit 0 once its run is
+    marked finished (by itself after FINISH_GRACE_S, or at a stop signal after the mark);
+    stopped by a signal before that, 128 + the signal (143 for SIGTERM)."""
     setup_logging(settings.log_level, settings.log_json, "weightserver")
     try:
         server = WeightServer(
@@ -542,7 +544,7 @@ def main(settings: WeightserverSettings) -> int:
     with service_shell(
         "weightserver", metrics_port=settings.metrics_port, unit_of_work="the current reply",
         on_stop=server.stop,
-    ):  # fmt: skip
+    ) as stop:  # fmt: skip
         log.info(
             "weightserver for run %r listening on %s (Redis %s)",
             settings.run_id,
@@ -553,7 +555,7 @@ def main(settings: WeightserverSettings) -> int:
             server.serve_forever()
         finally:
             server.close()
-    return 0
+    return stop.exit_code(finished=server.finished)
 
 
 __all__ = ["Held", "VersionFollower", "WeightServer", "main"]

@@ -6,6 +6,8 @@ service, one log format). Inside the shell, every service has:
 - its Prometheus `/metrics` on `--metrics-port` (a taken port is a one-line usage error);
 - the same signals: the first SIGTERM/SIGINT is a warm stop (finish the unit of work), the
   second a fast stop that still runs the service's cleanup (ppomq.signals);
+- the same exit code: after the shell the service returns `stop.exit_code(finished=...)`,
+  0 only when its run finished, 128 + the signal when a signal stopped it first;
 - one log line when it starts and one when it stops, with how long it ran and how.
 """
 
@@ -33,7 +35,14 @@ def service_shell(
     on_stop: Callable[[], None] | None = None,
 ) -> Iterator[WarmStop]:
     """Run a service's body; yields the WarmStop its loop polls. A FastStop that the body
-    did not handle ends the body here, after its own `finally` blocks ran."""
+    did not handle ends the body here, after its own `finally` blocks ran; the service then
+    returns `stop.exit_code(finished=False)`, as every stop before the run's end does:
+
+        finished = False
+        with service_shell("actor", ...) as stop:
+            finished = body(stop)  # True when the run ended, not a stop signal
+        return stop.exit_code(finished=finished)
+    """
     try:
         start_metrics_server(metrics_port)
     except OSError as exc:
@@ -44,7 +53,7 @@ def service_shell(
     try:
         yield stop
     except FastStop:
-        pass  # the body's cleanup has run; exit 0 like a warm stop
+        pass  # the body's cleanup has run; its exit code is 128 + the signal (see above)
     finally:
         how = "fast stop" if stop.fast else "warm stop" if stop.requested else "done"
         log.info("%s stopped (%s) after %.1f s", name, how, time.monotonic() - started)

@@ -6,6 +6,11 @@ the main thread, wherever it is, so the service's `finally` blocks still run (so
 closed, checkpoint and summary written) but nothing else does: no final evaluation, no
 waiting for the unit of work. Signals after that are ignored, so they cannot cut the
 cleanup short; a process that must die now gets SIGKILL.
+
+A service stopped by a signal before its run finished exits 128 + the signal's number
+(143 for SIGTERM, 130 for SIGINT: what a shell reports for a process a signal ended), not
+0: whoever restarts it (a Kubernetes Job, compose's `restart: on-failure`) must not read
+"stopped halfway" as "done". Only a finished run exits 0 (`WarmStop.exit_code`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class WarmStop:
     ) -> None:
         self.requested = False
         self.fast = False
+        self.signum: int | None = None  # the first stop signal, once one came
         self.what = what
         # For a service whose loop blocks on something other than this flag (a server's
         # poll loop): called on the first signal to wake it up.
@@ -49,6 +55,7 @@ class WarmStop:
         name = signal.Signals(signum).name
         if not self.requested:
             self.requested = True
+            self.signum = signum
             log.info("%s received: finishing %s", name, self.what)
             if self.on_request is not None:
                 self.on_request()
@@ -60,6 +67,13 @@ class WarmStop:
         log.info("%s received again: stopping now (cleanup still runs)", name)
         if not self._shielded:
             raise FastStop
+
+    def exit_code(self, *, finished: bool) -> int:
+        """The service's exit code: 0 when its run finished (or no signal stopped it),
+        else 128 + the first stop signal's number, even after a clean warm stop."""
+        if finished or self.signum is None:
+            return 0
+        return 128 + self.signum
 
     @contextmanager
     def shielded(self) -> Iterator[None]:

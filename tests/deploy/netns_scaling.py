@@ -34,7 +34,14 @@ from benchmarks.envs import SLEEP_ENV_SPEC, STEP_S_VAR
 
 from .composefile import REPO
 from .service_env import OVERRIDABLE, PPOMQ_SERVICES, diff_env, services_from
-from .test_multihost import Host, Lab, _start_order, _wait_healthy, _why_not_netns
+from .test_multihost import (
+    STOPPED_BY_SIGTERM,
+    Host,
+    Lab,
+    _start_order,
+    _wait_healthy,
+    _why_not_netns,
+)
 
 STEP_S = 0.002  # SleepEnv's step: 2 ms, almost no CPU
 # Service -> the env names a run here may change in it.
@@ -167,8 +174,8 @@ def measure(
     rows = top.progress()
     load1 = os.getloadavg()[0]
     for host in top.actor_hosts():
-        assert lab.stop(host, timeout=30) == 0, lab.log(host)
-    assert lab.stop("learner", timeout=120) == 0, lab.log("learner")
+        assert lab.stop(host, timeout=30) == STOPPED_BY_SIGTERM, lab.log(host)
+    assert lab.stop("learner", timeout=120) == STOPPED_BY_SIGTERM, lab.log("learner")
     summary = json.loads((top.run_dir / "summary.json").read_text())
 
     base = next(r for r in rows if int(r["version"]) == v_open)

@@ -28,6 +28,9 @@ from ppomq.embedded_redis import free_port
 from ppomq.weightserver.keys import RunKeys
 
 PPOMQ = [sys.executable, "-m", "ppomq.cli"]
+# The exit code of a service that SIGTERM stopped before its run's end (ppomq.signals):
+# 128 + 15, as a shell reports it; only a finished run exits 0.
+STOPPED_BY_SIGTERM = 128 + signal.SIGTERM
 # Small and quick on two shared cores: 128 samples per batch, 4 epochs per update.
 ROLLOUT = ["--num-envs", "4", "--num-steps", "32"]
 LEARNER_SMALL = ["--update-epochs", "4", "--minibatch-size", "128", "--eval-episodes", "0"]

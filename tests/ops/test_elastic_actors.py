@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .services import System, max_update_gap
+from .services import STOPPED_BY_SIGTERM, System, max_update_gap
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -65,7 +65,7 @@ def test_actors_scaled_3_to_1_to_3_keep_training_going(redis_url, tmp_path: Path
             lambda: (system.latest() or 0) >= v_three + 5, timeout_s=60,
             what="5 versions with 3 actors again", allow_down=down,
         )  # fmt: skip
-        assert system.learner.stop(timeout=120) == 0, system.learner.log()
+        assert system.learner.stop(timeout=120) == STOPPED_BY_SIGTERM, system.learner.log()
 
         rows = system.progress()
         gap, gap_end = max_update_gap(rows, after_version=v_kill)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .services import System
+from .services import STOPPED_BY_SIGTERM, System
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -72,4 +72,4 @@ def test_a_killed_learner_restarts_and_the_same_actors_train_on(redis_url: str, 
             f"start-up); both actors' batches admitted again {trained_again_at - killed_at:.2f}"
             f" s after the kill"
         )
-        assert system.learner.stop(timeout=120) == 0, system.learner.log()
+        assert system.learner.stop(timeout=120) == STOPPED_BY_SIGTERM, system.learner.log()

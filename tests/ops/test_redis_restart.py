@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import REPO
-from .services import System, max_update_gap
+from .services import STOPPED_BY_SIGTERM, System, max_update_gap
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -114,7 +114,7 @@ def test_redis_restart_loses_no_version_and_training_resumes(start_redis, tmp_pa
             # kept running through the outage and nobody restarted them.
             system.wait_for(both_actors_sent_again, timeout_s=60, what="both actors' batches")
             v_end = latest()
-            assert system.learner.stop(timeout=120) == 0, system.learner.log()
+            assert system.learner.stop(timeout=120) == STOPPED_BY_SIGTERM, system.learner.log()
 
             # Every version the learner trained (progress.csv, one row per published update)
             # and its first one are in Redis: none was lost to the outage.
