@@ -16,12 +16,13 @@ import secrets
 import socket
 import time
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-from ppomq.metrics import ActorMetrics
+from ppomq.metrics import ActorMetrics, Heartbeat
 from ppomq.models import InferencePolicy
 from ppomq.proto import encode
 from ppomq.service_shell import service_shell
@@ -66,15 +67,20 @@ def actor_index_of(settings: ActorSettings) -> int:
 
 def run_actor(settings: ActorSettings) -> int:
     finished = False
+    # The liveness probe's /healthz reads it: the main loop beats each time round and in
+    # every slice of its waits, so a loop stuck anywhere (an env step that hangs) stops it.
+    heartbeat = Heartbeat()
     with service_shell(
-        "actor", metrics_port=settings.metrics_port, unit_of_work="the current rollout"
-    ) as stop:
-        finished = _act(settings, stop)
+        "actor", metrics_port=settings.metrics_port, unit_of_work="the current rollout",
+        heartbeat=heartbeat,
+    ) as stop:  # fmt: skip
+        finished = _act(settings, stop, heartbeat)
     return stop.exit_code(finished=finished)
 
 
-def _act(settings: ActorSettings, stop: WarmStop) -> bool:
+def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = None) -> bool:
     """Sample and send until stopped or the run has finished; True when it finished."""
+    beat = heartbeat.beat if heartbeat is not None else lambda: None
     torch.set_num_threads(1)  # many actors share the cores; one thread each is fastest
     s = settings
     index = actor_index_of(s)
@@ -109,11 +115,12 @@ def _act(settings: ActorSettings, stop: WarmStop) -> bool:
     finished = False
     try:
         while not stop.requested and not (finished := weights.finished):
+            beat()
             must_exceed = version if limit and sent_at_version >= limit else -1
             try:
                 got = refresh_weights(
                     weights, version, stop, need_new=version <= must_exceed,
-                    resend_after_s=s.resend_after_s,
+                    resend_after_s=s.resend_after_s, beat=beat,
                 )  # fmt: skip
             except Stopped:
                 break
@@ -134,9 +141,11 @@ def _act(settings: ActorSettings, stop: WarmStop) -> bool:
                 # Start-up time is measured to here (benchmarks/e2e.py reads this line).
                 log.info("first env step at unix %.6f", time.time())
             batch = runner.sample(policy, policy_version=version, seq=seq)
+            beat()
             frames = encode(batch)
             # Short waits, for the same reason: a learner that has finished takes no batch.
             while not sender.send(frames, timeout_ms=SEND_SLICE_MS):
+                beat()  # waiting for a learner that is away: alive, a restart would not help
                 if stop.requested or weights.finished:
                     break  # the learner is not taking batches: told to stop, or it is done
             else:
@@ -170,13 +179,15 @@ def refresh_weights(
     *,
     need_new: bool,
     resend_after_s: float | None = None,
+    beat: Callable[[], None] = lambda: None,
 ) -> tuple[int, InferencePolicy, dict[str, Any]] | None:
     """The newest loaded (version, policy, actor map) if newer than `version`, else None;
     blocks until there is a newer one when we hold none (`version` -1) or `need_new`.
     A `need_new` wait ends with None after `resend_after_s`: the learner may have lost our
     last batch (it restarted, or the network dropped it) and be waiting for one.
     Raises `Stopped` when asked to stop while waiting, `RunFinished` when the run has
-    finished (the weightserver said so) and nothing newer will come."""
+    finished (the weightserver said so) and nothing newer will come. Calls `beat` in every
+    slice of its wait: waiting for weights is the main loop turning, not a hang."""
     must_wait = need_new or version < 0
     waited_since = time.monotonic()
     warned = False
@@ -185,6 +196,7 @@ def refresh_weights(
         # and an actor waiting for weights that will never come (the learner has finished)
         # must notice its SIGTERM at once, not a second later.
         got = weights.newest(version, timeout_s=STOP_POLL_S if must_wait else 0.0)
+        beat()
         if got is not None or not must_wait:
             return got
         if stop.requested:

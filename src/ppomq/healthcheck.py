@@ -12,8 +12,11 @@ It reads the same `PPOMQ_*` settings as the service, so probe and service agree 
   is a warm stop and a resume, so SECONDS should be well above a normal gap. Redis out of
   reach passes (restarting the learner would not bring it back; its own clients retry);
 - weightserver: it answers a ping on `PPOMQ_BIND` for the same `PPOMQ_RUN_ID`;
-- actor: its Prometheus `/metrics` answers (`PPOMQ_METRICS_PORT`); with the port off an
-  actor has nothing to ask, and the probe says so and passes.
+- actor: its main loop is turning: `/healthz` on its metrics port (`PPOMQ_METRICS_PORT`)
+  answers 200, not 503 (no turn for `--stalled-after` SECONDS, default 120:
+  ppomq.metrics.STALLED_AFTER_S). Not `/metrics`: a thread of its own serves that, and
+  answers as well while the loop hangs in an env step. With the port off an actor has
+  nothing to ask, and the probe says so and passes.
 
 Without SERVICE it is read from PID 1's command line (`ppomq learner ...`), which is
 what a container's HEALTHCHECK needs. Exit 0 healthy, 1 not, 2 usage; one line on stdout.
@@ -27,6 +30,7 @@ import os
 import socket
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
@@ -153,24 +157,27 @@ def check_weightserver() -> str:
     return f"weightserver at {endpoint} holds version {reply.get('version')}"
 
 
-def check_metrics(port: int) -> str:
-    url = f"http://127.0.0.1:{port}/metrics"
+def check_healthz(port: int, stalled_after_s: float | None = None) -> str:
+    """The service's own word on its main loop (ppomq.metrics.healthz): 200 healthy."""
+    url = f"http://127.0.0.1:{port}/healthz"
+    if stalled_after_s is not None:
+        url += f"?stalled_after={stalled_after_s:g}"
     try:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            if resp.status != 200:
-                raise Unhealthy(f"{url} answered HTTP {resp.status}")
+            return f"{url}: {resp.read().decode().strip()}"
+    except urllib.error.HTTPError as exc:  # 503 stalled, 404 no heartbeat
+        raise Unhealthy(f"{url} answered {exc.code}: {exc.read().decode().strip()}") from None
     except OSError as exc:
         raise Unhealthy(f"{url} did not answer: {exc}") from None
-    return f"{url} answers"
 
 
-def check_actor() -> str:
+def check_actor(stalled_after_s: float | None = None) -> str:
     from ppomq.settings import ActorSettings, load_settings
 
     settings = load_settings(ActorSettings)
     if not settings.metrics_port:
         return "actor: PPOMQ_METRICS_PORT is 0, nothing to probe"
-    return check_metrics(settings.metrics_port)
+    return check_healthz(settings.metrics_port, stalled_after_s)
 
 
 CHECKS = {"learner": check_learner, "weightserver": check_weightserver, "actor": check_actor}
@@ -183,7 +190,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
         "--stalled-after",
         type=float,
         metavar="SECONDS",
-        help="learner: also unhealthy when it has not finished an update for this long",
+        help="learner: also unhealthy when it has not finished an update for this long; "
+        "actor: unhealthy when its main loop has not turned for this long (default 120)",
     )
     parser.add_argument("--pid", type=int, default=1, help="the learner's pid (default 1)")
     return parser.parse_args(argv)
@@ -208,13 +216,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    if opts.stalled_after is not None and (service != "learner" or opts.stalled_after <= 0):
-        print("usage: --stalled-after takes seconds > 0 and applies to the learner only",
-              file=sys.stderr)  # fmt: skip
+    stalled_after = opts.stalled_after
+    if stalled_after is not None and (service not in ("learner", "actor") or stalled_after <= 0):
+        print("usage: --stalled-after takes seconds > 0 and applies to the learner and the "
+              "actor only", file=sys.stderr)  # fmt: skip
         return 2
     try:
         if service == "learner":
-            print(check_learner(opts.stalled_after, opts.pid))
+            print(check_learner(stalled_after, opts.pid))
+        elif service == "actor":
+            print(check_actor(stalled_after))
         else:
             print(CHECKS[service]())
     except Unhealthy as exc:

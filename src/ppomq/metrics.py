@@ -15,25 +15,107 @@ call per update is enough and nothing is counted twice. Names follow Prometheus'
 conventions (`ppomq_<service>_<what>[_total|_seconds]`); CleanRL's `charts/SPS` is
 `ppomq_actor_sps` / `ppomq_learner_sps` here. The default registry also carries the
 process collector (CPU, memory, open fds), which is what a liveness dashboard wants.
+
+The same port answers `/healthz` for a service that keeps a `Heartbeat` (the actor): 200
+while its main loop turns, 503 once it has not for STALLED_AFTER_S (or `?stalled_after=S`),
+404 for a service that keeps none. `/metrics` cannot say that: it is served by a thread of
+its own, which answers just as well while the main loop is stuck in an env step.
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from socketserver import ThreadingMixIn
 from typing import Any
+from urllib.parse import parse_qs
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, make_wsgi_app
 
 _started: dict[int, Any] = {}
 _lock = threading.Lock()
 
+# /healthz's limit unless the probe passes its own: a main loop that has not turned for this
+# long is stuck. The actor's turns at least once per rollout (NUM_STEPS steps of NUM_ENVS
+# envs: well under a second for CartPole, a few for MuJoCo) and every 50 ms while it waits
+# for weights or for the learner, so only a hang gets near it.
+STALLED_AFTER_S = 120.0
+
+
+class Heartbeat:
+    """When a service's main loop last turned: the loop calls `beat()` each time round and in
+    every slice of its waits; `/healthz` compares `age_s()` with its limit. Counted from the
+    Heartbeat's creation (the service's start) until the first beat."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._at = clock()
+
+    def beat(self) -> None:
+        self._at = self._clock()
+
+    def age_s(self) -> float:
+        return self._clock() - self._at
+
+
+def healthz(heartbeat: Heartbeat | None, query: str = "") -> tuple[int, str]:
+    """(HTTP status, one line) for GET /healthz?QUERY: see the module docstring."""
+    if heartbeat is None:
+        return 404, "no heartbeat kept: probe this service with python -m ppomq.healthcheck"
+    try:
+        limit = float(parse_qs(query).get("stalled_after", [STALLED_AFTER_S])[0])
+    except ValueError:
+        limit = float("nan")
+    if not limit > 0:
+        return 400, "stalled_after takes seconds > 0"
+    age = heartbeat.age_s()
+    if age > limit:
+        return 503, f"stalled: the main loop has not turned for {age:.0f} s (limit {limit:g} s)"
+    return 200, f"ok: the main loop turned {age:.1f} s ago (limit {limit:g} s)"
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}
+
+
+def _app(registry: CollectorRegistry, heartbeat: Heartbeat | None) -> Callable[..., Any]:
+    """Prometheus' own WSGI app for everything but /healthz."""
+    metrics = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/healthz":
+            return metrics(environ, start_response)
+        status, line = healthz(heartbeat, environ.get("QUERY_STRING", ""))
+        body = (line + "\n").encode()
+        start_response(
+            f"{status} {_REASONS[status]}",
+            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))],
+        )
+        return [body]
+
+    return app
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scrape in progress must not hold up the service's exit
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a probe every few seconds is not news
+
 
 def start_metrics_server(
-    port: int, *, addr: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY
+    port: int,
+    *,
+    addr: str = "0.0.0.0",
+    registry: CollectorRegistry = REGISTRY,
+    heartbeat: Heartbeat | None = None,
 ) -> None:
-    """Serve `registry` on http://ADDR:PORT/metrics from a daemon thread; 0 turns it off.
+    """Serve `registry` on http://ADDR:PORT/metrics, and `/healthz` from `heartbeat`, from a
+    daemon thread; 0 turns it off.
 
     Calling it again for a port already served in this process does nothing. A port that
     is taken raises OSError naming the port, which a service should treat as fatal.
@@ -44,13 +126,23 @@ def start_metrics_server(
         if port in _started:
             return
         try:
-            _started[port] = start_http_server(port, addr=addr, registry=registry)
+            family, _, _, _, sockaddr = socket.getaddrinfo(
+                addr, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )[0]
+
+            class Server(_Server):
+                address_family = family  # an IPv6 addr needs an IPv6 socket
+
+            httpd = make_server(sockaddr[0], port, _app(registry, heartbeat), Server, _QuietHandler)
         except OSError as exc:
             raise OSError(
                 exc.errno,
                 f"cannot serve /metrics on {addr}:{port} ({exc.strerror}); "
                 "pass another --metrics-port or 0 to turn it off",
             ) from None
+        thread = threading.Thread(target=httpd.serve_forever, name="metrics", daemon=True)
+        thread.start()
+        _started[port] = (httpd, thread)
 
 
 class _Totals:
@@ -160,4 +252,4 @@ class ActorMetrics:
             self._window_start, self._window_steps = now, 0
 
 
-__all__ = ["ActorMetrics", "LearnerMetrics", "start_metrics_server"]
+__all__ = ["ActorMetrics", "Heartbeat", "LearnerMetrics", "healthz", "start_metrics_server"]

@@ -3,7 +3,8 @@ count, handle signals and stop.
 
 Settings and logging come first, in ppomq.commands._service (one settings model per
 service, one log format). Inside the shell, every service has:
-- its Prometheus `/metrics` on `--metrics-port` (a taken port is a one-line usage error);
+- its Prometheus `/metrics` on `--metrics-port` (a taken port is a one-line usage error),
+  and `/healthz` there from the service's main-loop `heartbeat` if it keeps one;
 - the same signals: the first SIGTERM/SIGINT is a warm stop (finish the unit of work), the
   second a fast stop that still runs the service's cleanup (ppomq.signals);
 - the same exit code: after the shell the service returns `stop.exit_code(finished=...)`,
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from .errors import UsageError
-from .metrics import start_metrics_server
+from .metrics import Heartbeat, start_metrics_server
 from .signals import FastStop, WarmStop
 
 log = logging.getLogger("ppomq")
@@ -33,6 +34,7 @@ def service_shell(
     metrics_port: int,
     unit_of_work: str,
     on_stop: Callable[[], None] | None = None,
+    heartbeat: Heartbeat | None = None,
 ) -> Iterator[WarmStop]:
     """Run a service's body; yields the WarmStop its loop polls. A FastStop that the body
     did not handle ends the body here, after its own `finally` blocks ran; the service then
@@ -44,7 +46,7 @@ def service_shell(
         return stop.exit_code(finished=finished)
     """
     try:
-        start_metrics_server(metrics_port)
+        start_metrics_server(metrics_port, heartbeat=heartbeat)
     except OSError as exc:
         raise UsageError(str(exc.strerror or exc)) from None
     stop = WarmStop(unit_of_work, on_request=on_stop).install()

@@ -9,13 +9,14 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from ppomq.embedded_redis import free_port
 from ppomq.healthcheck import detect_service
-from ppomq.metrics import start_metrics_server
+from ppomq.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
 
 
 def _probe(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -92,15 +93,31 @@ def test_learner_liveness_fails_when_its_status_in_redis_stops_advancing(redis_u
         assert res.returncode == 0 and "not checked" in res.stdout, res.stdout
     # ...but the port check still comes first.
     assert _probe(*probe, **env).returncode == 1
-    assert _probe("actor", "--stalled-after", "60").returncode == 2
+    assert _probe("weightserver", "--stalled-after", "60").returncode == 2
 
 
-def test_actor_is_probed_on_its_metrics_port():
+def test_actor_is_probed_on_its_main_loops_heartbeat_not_on_metrics():
+    """The actor's /healthz (ppomq.metrics): healthy while its main loop's heartbeat is
+    fresh, unhealthy once it is older than the limit, though /metrics still answers."""
+    now = [1000.0]
+    heartbeat = Heartbeat(clock=lambda: now[0])
     port = free_port()
-    assert _probe("actor", PPOMQ_METRICS_PORT=str(port)).returncode == 1
-    start_metrics_server(port, addr="127.0.0.1", registry=CollectorRegistry())
+    assert _probe("actor", PPOMQ_METRICS_PORT=str(port)).returncode == 1  # nothing there
+    start_metrics_server(port, addr="127.0.0.1", registry=CollectorRegistry(), heartbeat=heartbeat)
     res = _probe("actor", PPOMQ_METRICS_PORT=str(port))
-    assert res.returncode == 0, res.stdout
+    assert res.returncode == 0 and "turned 0.0 s ago" in res.stdout, res.stdout
+    now[0] += STALLED_AFTER_S + 1  # the loop is stuck: no beat
+    res = _probe("actor", PPOMQ_METRICS_PORT=str(port))
+    assert res.returncode == 1 and "503" in res.stdout and "not turned for" in res.stdout
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        assert resp.status == 200  # what the probe used to ask: no help against a hang
+    heartbeat.beat()
+    assert _probe("actor", PPOMQ_METRICS_PORT=str(port)).returncode == 0
+    # A metrics port that keeps no heartbeat (the learner's, say) is no actor's: unhealthy.
+    other = free_port()
+    start_metrics_server(other, addr="127.0.0.1", registry=CollectorRegistry())
+    res = _probe("actor", PPOMQ_METRICS_PORT=str(other))
+    assert res.returncode == 1 and "404" in res.stdout, res.stdout
     res = _probe("actor", PPOMQ_METRICS_PORT="0")
     assert res.returncode == 0 and "nothing to probe" in res.stdout
 
