@@ -1,18 +1,28 @@
 """Kubernetes through the cluster's own operations: drains, evictions, deletes, scrapes.
 
 Rendered with `kubectl kustomize`, no cluster: that `kubectl delete -k` of an overlay keeps
-the checkpoints (the namespace and the run-dir claim live in k8s/storage).
+the checkpoints (the namespace and the run-dir claim live in k8s/storage); that a finite
+run's Jobs replace a disrupted pod and stop on a usage error, by the exit codes the
+services really give, and take the place of the actor HPA.
 """
 
 from __future__ import annotations
 
+import shutil
+import signal
 from pathlib import Path
 
 import pytest
 import yaml
 
+from ppomq.errors import UsageError
+
 from .composefile import REPO, tool
-from .test_manifests import _by_kind, _need, _run
+from .test_manifests import (
+    _by_kind,
+    _need,
+    _run,
+)
 
 SERVICES = ("learner", "weightserver", "actor")
 # Each overlay and the k8s/storage variant applied with it (its namespace and claim).
@@ -30,6 +40,22 @@ def _render(path: Path) -> list[dict]:
     res = _run([_kubectl(), "kustomize", str(path)])
     assert res.returncode == 0, f"{path}: {res.stderr}"
     return [d for d in yaml.safe_load_all(res.stdout) if d]
+
+
+@pytest.fixture(scope="module")
+def k8s_copy(tmp_path_factory) -> Path:
+    """A copy of k8s/ to add scratch kustomizations to (kustomize loads nothing outside a
+    kustomization's root, so they must sit beside the real ones)."""
+    root = tmp_path_factory.mktemp("k8s") / "k8s"
+    shutil.copytree(REPO / "k8s", root)
+    return root
+
+
+def _scratch(root: Path, name: str, kustomization: dict, under: str = "overlays") -> Path:
+    path = root / under / name
+    path.mkdir(exist_ok=True)  # the same scratch one, written again, in another test
+    (path / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return path
 
 
 def _workloads(docs: list[dict]) -> dict[str, dict]:
@@ -99,3 +125,72 @@ def test_k8s_every_storage_variant_is_rendered_by_ci_validate():
     assert "k8s/storage/*/" in script and "k8s/overlays/*/" in script
     variants = {p.parent.name for p in (REPO / "k8s" / "storage").glob("*/kustomization.yaml")}
     assert set(STORAGE_OF.values()) | {"base"} <= variants
+
+
+# --------------------------------------------------------------------- finite-run Jobs
+
+
+def _finite_renders(k8s_copy: Path) -> dict[str, list[dict]]:
+    over_hpa = _scratch(
+        k8s_copy, "finite-over-gpu", {"namespace": "ppomq", "resources": ["../gpu-learner"],
+                                      "components": ["../../components/finite-run"]},
+    )  # fmt: skip
+    return {"finite": _render(REPO / "k8s" / "overlays" / "finite"), "gpu": _render(over_hpa)}
+
+
+def test_k8s_finite_jobs_replace_disrupted_pods_and_fail_at_once_on_a_usage_error(k8s_copy):
+    """The Jobs' podFailurePolicy against the exit codes the services give: an evicted,
+    drained or preempted pod (DisruptionTarget) is replaced without counting; the usage
+    error's exit code fails the Job (it would repeat in every new pod); a SIGTERM without
+    the condition (`kubectl delete pod`, a failed liveness probe: 128 + 15, see
+    test_stop_exit_codes.py) counts and is replaced; 0 is never a failure."""
+    for where, docs in _finite_renders(k8s_copy).items():
+        jobs = _by_kind(docs, "Job")
+        assert set(jobs) == set(SERVICES), where
+        for name, job in jobs.items():
+            spec = job["spec"]
+            assert spec["template"]["spec"]["restartPolicy"] == "Never", (where, name)
+            # A new learner pod only once the old one has stopped: the run dir is RWO.
+            assert spec["podReplacementPolicy"] == "Failed", (where, name)
+            rules = spec["podFailurePolicy"]["rules"]
+            assert rules[0] == {"action": "Ignore", "onPodConditions": [
+                {"type": "DisruptionTarget"}]}, (where, name)  # fmt: skip
+            fail_job = {
+                code
+                for r in rules
+                if r["action"] == "FailJob" and "onExitCodes" in r
+                for code in r["onExitCodes"]["values"]
+                if r["onExitCodes"]["operator"] == "In"
+            }
+            assert fail_job == {UsageError.exit_code}, (where, name)
+            assert not any(0 in r.get("onExitCodes", {}).get("values", []) for r in rules)
+            assert 128 + signal.SIGTERM not in fail_job
+            assert spec["backoffLimit"] >= 1 and "completions" not in spec, (where, name)
+
+
+def test_k8s_finite_run_over_the_hpa_overlay_drops_the_hpa_and_sets_the_actors_count(k8s_copy):
+    """components/actor-hpa + finite-run (issue 16: "Unable to remove nonexistent key:
+    replicas"): no HPA can scale a Job, so finite-run removes it and gives the actor Job a
+    count of its own; without the HPA the Job keeps the Deployment's count."""
+    renders = _finite_renders(k8s_copy)
+    assert not _by_kind(renders["gpu"], "HorizontalPodAutoscaler")
+    gpu_actor = _by_kind(renders["gpu"], "Job")["actor"]
+    assert gpu_actor["spec"]["parallelism"] == 4
+    assert "ppomq/replicas-owner" not in gpu_actor["metadata"].get("annotations", {})
+    assert _by_kind(renders["finite"], "Job")["actor"]["spec"]["parallelism"] == 2  # local's
+    gpu_learner = _by_kind(renders["gpu"], "Job")["learner"]["spec"]["template"]["spec"]
+    assert gpu_learner["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+
+
+def test_k8s_actor_hpa_after_finite_run_fails_and_says_why(k8s_copy):
+    """The one order of components that cannot work: with finite-run first the actors are
+    a Job when actor-hpa comes, and its HPA would target a Deployment that is not there."""
+    path = _scratch(
+        k8s_copy, "wrong-order", {"namespace": "ppomq", "resources": ["../local"],
+                                  "components": ["../../components/finite-run",
+                                                 "../../components/actor-hpa"]},
+    )  # fmt: skip
+    res = _run([_kubectl(), "kustomize", str(path)])
+    assert res.returncode != 0
+    assert "actor-hpa must come before components/finite-run" in res.stderr, res.stderr
+    assert "an HPA cannot scale the actor Job" in res.stderr
