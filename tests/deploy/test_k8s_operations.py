@@ -3,7 +3,8 @@
 Rendered with `kubectl kustomize`, no cluster: that `kubectl delete -k` of an overlay keeps
 the checkpoints (the namespace and the run-dir claim live in k8s/storage); that a finite
 run's Jobs replace a disrupted pod and stop on a usage error, by the exit codes the
-services really give, and take the place of the actor HPA.
+services really give, and take the place of the actor HPA; that a drain leaves a
+weightserver up.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .test_manifests import (
     _by_kind,
     _need,
     _run,
+    _selects,
 )
 
 SERVICES = ("learner", "weightserver", "actor")
@@ -64,6 +66,11 @@ def _workloads(docs: list[dict]) -> dict[str, dict]:
     by_name = {d["metadata"]["name"]: d for d in found}
     assert len(by_name) == len(found) and set(by_name) == {*SERVICES, "redis"}, sorted(by_name)
     return by_name
+
+
+def _pod_count(workload: dict) -> int:
+    spec = workload["spec"]
+    return spec.get("replicas", spec.get("parallelism", 1))
 
 
 def _validate_strictly(renders: dict[str, list[dict]], tmp_path: Path) -> None:
@@ -194,3 +201,31 @@ def test_k8s_actor_hpa_after_finite_run_fails_and_says_why(k8s_copy):
     assert res.returncode != 0
     assert "actor-hpa must come before components/finite-run" in res.stderr, res.stderr
     assert "an HPA cannot scale the actor Job" in res.stderr
+
+
+# --------------------------------------------------------------------- weightservers
+
+
+def _check_weightserver_disruption(where: str, docs: list[dict]) -> None:
+    ws = _workloads(docs)["weightserver"]
+    labels = ws["spec"]["template"]["metadata"]["labels"]
+    (pdb,) = [
+        p for p in _by_kind(docs, "PodDisruptionBudget").values()
+        if _selects(p["spec"]["selector"], labels)
+    ]  # fmt: skip
+    # An integer minAvailable: the only budget a Job's pods (no scale subresource) can
+    # have; below the pod count, or every drain would wait forever.
+    assert isinstance(pdb["spec"]["minAvailable"], int), where
+    assert "maxUnavailable" not in pdb["spec"], where
+    assert 1 <= pdb["spec"]["minAvailable"] < _pod_count(ws), where
+    (spread,) = ws["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "kubernetes.io/hostname", where
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway", where  # one-node clusters too
+    assert _selects(spread["labelSelector"], labels), where
+
+
+def test_k8s_a_drain_leaves_a_weightserver_up_and_they_spread_over_nodes(k8s_copy):
+    renders = {o: _render(REPO / "k8s" / "overlays" / o) for o in STORAGE_OF}
+    renders.update(_finite_renders(k8s_copy))
+    for where, docs in renders.items():
+        _check_weightserver_disruption(where, docs)
