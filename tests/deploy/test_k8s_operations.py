@@ -4,23 +4,29 @@ Rendered with `kubectl kustomize`, no cluster: that `kubectl delete -k` of an ov
 the checkpoints (the namespace and the run-dir claim live in k8s/storage); that a finite
 run's Jobs replace a disrupted pod and stop on a usage error, by the exit codes the
 services really give, and take the place of the actor HPA; that a drain leaves a
-weightserver up.
+weightserver up; that the actor's liveness probe asks what the actor serves.
 """
 
 from __future__ import annotations
 
 import shutil
 import signal
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
+from ppomq.embedded_redis import free_port
 from ppomq.errors import UsageError
+from ppomq.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
 
 from .composefile import REPO, tool
 from .test_manifests import (
     _by_kind,
+    _container_env,
     _need,
     _run,
     _selects,
@@ -229,3 +235,37 @@ def test_k8s_a_drain_leaves_a_weightserver_up_and_they_spread_over_nodes(k8s_cop
     renders.update(_finite_renders(k8s_copy))
     for where, docs in renders.items():
         _check_weightserver_disruption(where, docs)
+
+
+# --------------------------------------------------------------------- actor liveness
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_k8s_actor_liveness_asks_the_main_loops_heartbeat_that_the_actor_serves():
+    """The probe's path and port are what the actor serves (ppomq.metrics), and that
+    answers by the main loop's heartbeat: 200 while fresh, 503 once stalled. /metrics,
+    the old probe, is not it: it answers whatever the main loop does."""
+    docs = _render(REPO / "k8s" / "overlays" / "local")
+    (c,) = _workloads(docs)["actor"]["spec"]["template"]["spec"]["containers"]
+    probe = c["livenessProbe"]["httpGet"]
+    assert probe["path"].split("?")[0] == "/healthz"
+    (port,) = [p["containerPort"] for p in c["ports"] if p["name"] == probe["port"]]
+    assert port == int(_container_env(docs, c)["PPOMQ_METRICS_PORT"])
+
+    now = [0.0]
+    heartbeat = Heartbeat(clock=lambda: now[0])
+    local = free_port()  # the actor's port, here on a free one
+    start_metrics_server(local, addr="127.0.0.1", registry=CollectorRegistry(),
+                         heartbeat=heartbeat)  # fmt: skip
+    url = f"http://127.0.0.1:{local}{probe['path']}"
+    assert _get(url) == 200
+    now[0] += STALLED_AFTER_S + 1
+    assert _get(url) == 503
+    assert _get(f"http://127.0.0.1:{local}/metrics") == 200
