@@ -3,16 +3,21 @@
 Rendered with `kubectl kustomize`, no cluster: that `kubectl delete -k` of an overlay keeps
 the checkpoints (the namespace and the run-dir claim live in k8s/storage); that a finite
 run's Jobs replace a disrupted pod and stop on a usage error, by the exit codes the
-services really give, and take the place of the actor HPA; that a drain leaves a
-weightserver up; that the actor's liveness probe asks what the actor serves.
+services really give; that a drain leaves a weightserver up; that the actor's liveness
+probe asks what the actor serves; that every combination of the optional components
+renders, validates and still holds together, and the one order that cannot work says so;
+that the PodMonitors select the pods and the port that serve /metrics.
 """
 
 from __future__ import annotations
 
+import itertools
+import re
 import shutil
 import signal
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,6 +30,8 @@ from ppomq.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
 
 from .composefile import REPO, tool
 from .test_manifests import (
+    CLUSTER_SCOPED,
+    _allowed,
     _by_kind,
     _container_env,
     _need,
@@ -35,6 +42,23 @@ from .test_manifests import (
 SERVICES = ("learner", "weightserver", "actor")
 # Each overlay and the k8s/storage variant applied with it (its namespace and claim).
 STORAGE_OF = {"local": "local", "finite": "local", "gpu-learner": "gpu-learner"}
+# The optional components, in the order an overlay lists them (actor-hpa before
+# finite-run: the other order fails, see test_k8s_actor_hpa_after_finite_run_fails_...).
+COMPONENTS = ("actor-hpa", "dns-kube-dns-only", "storage-class", "finite-run", "podmonitors")
+STORAGE_CLASS = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ppomq-storage-class
+  annotations: {config.kubernetes.io/local-config: "true"}
+data: {storageClassName: fast-ssd}
+"""
+# The PodMonitor fields these manifests use, as monitoring.coreos.com/v1 defines them
+# (prometheus-operator's CRD, checked by hand against v0.91): no schema for it is at hand
+# offline, so kubernetes-validate cannot check it (it only warns that it has none).
+PODMONITOR_SPEC_FIELDS = {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel"}
+ENDPOINT_FIELDS = {"port", "path", "interval", "scrapeTimeout"}
+DURATION = re.compile(r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?"
+                      r"(([0-9]+)s)?(([0-9]+)ms)?)$")  # fmt: skip
 
 
 def _kubectl() -> str:
@@ -63,6 +87,8 @@ def _scratch(root: Path, name: str, kustomization: dict, under: str = "overlays"
     path = root / under / name
     path.mkdir(exist_ok=True)  # the same scratch one, written again, in another test
     (path / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    if "storage-class.yaml" in kustomization.get("resources", []):
+        (path / "storage-class.yaml").write_text(STORAGE_CLASS)
     return path
 
 
@@ -80,12 +106,14 @@ def _pod_count(workload: dict) -> int:
 
 
 def _validate_strictly(renders: dict[str, list[dict]], tmp_path: Path) -> None:
-    """kubernetes-validate --strict over every render at once."""
+    """kubernetes-validate --strict over every render at once; PodMonitors left out (no
+    schema for the CRD offline: test_k8s_podmonitors_... checks them)."""
     exe = _need("kubernetes-validate")
     unique: dict[str, str] = {}  # most objects are the same in every render: once each
     for name, docs in renders.items():
         for d in docs:
-            unique.setdefault(yaml.safe_dump(d, sort_keys=True), name)
+            if d["kind"] != "PodMonitor":
+                unique.setdefault(yaml.safe_dump(d, sort_keys=True), name)
     path = tmp_path / "renders.yaml"
     path.write_text("---\n".join(unique))
     res = _run([exe, "--strict", "--quiet", str(path)])
@@ -269,3 +297,136 @@ def test_k8s_actor_liveness_asks_the_main_loops_heartbeat_that_the_actor_serves(
     now[0] += STALLED_AFTER_S + 1
     assert _get(url) == 503
     assert _get(f"http://127.0.0.1:{local}/metrics") == 200
+
+
+# --------------------------------------------------------------------- combinations
+
+
+def _combinations() -> list[tuple[str, tuple[str, ...]]]:
+    """Every subset of the optional components, in order, over local and gpu-learner
+    (which has actor-hpa already)."""
+    out = []
+    for base in ("local", "gpu-learner"):
+        optional = [c for c in COMPONENTS if not (base == "gpu-learner" and c == "actor-hpa")]
+        for n in range(len(optional) + 1):
+            out += [(base, combo) for combo in itertools.combinations(optional, n)]
+    return out
+
+
+def _check_combination(where: str, base: str, combo: tuple[str, ...], docs: list[dict]) -> None:
+    wrong_ns = [
+        f"{d['kind']}/{d['metadata']['name']}"
+        for d in docs
+        if d["kind"] not in CLUSTER_SCOPED and d["metadata"].get("namespace") != "ppomq"
+    ]
+    assert not wrong_ns, (where, wrong_ns)  # fmt: skip
+    workloads = _workloads(docs)
+    finite = "finite-run" in combo
+    hpa_wanted = "actor-hpa" in combo or base == "gpu-learner"
+    for name in SERVICES:
+        assert workloads[name]["kind"] == ("Job" if finite else "Deployment"), (where, name)
+    actor = workloads["actor"]
+    hpas = _by_kind(docs, "HorizontalPodAutoscaler")
+    assert bool(hpas) == (hpa_wanted and not finite), where
+    for hpa in hpas.values():  # its target is a Deployment here, whose count is the HPA's
+        ref = hpa["spec"]["scaleTargetRef"]
+        assert (ref["kind"], ref["name"]) == (actor["kind"], actor["metadata"]["name"]), where
+        assert "replicas" not in actor["spec"], where
+    if finite:
+        assert actor["spec"]["parallelism"] == (4 if hpa_wanted else 2), where
+        assert not actor["metadata"].get("annotations"), where
+        for name in SERVICES:
+            assert "podFailurePolicy" in workloads[name]["spec"], (where, name)
+    _check_weightserver_disruption(where, docs)
+    template = workloads["redis"]["spec"]["volumeClaimTemplates"][0]["spec"]
+    assert (template.get("storageClassName") == "fast-ssd") == ("storage-class" in combo), where
+    dns = _by_kind(docs, "NetworkPolicy")["allow-dns"]["spec"]["egress"][0]
+    assert ("to" in dns) == ("dns-kube-dns-only" in combo), where
+    monitors = _by_kind(docs, "PodMonitor")
+    assert bool(monitors) == ("podmonitors" in combo), where
+    _check_podmonitors(where, docs, monitors)
+
+
+def test_k8s_every_combination_of_the_components_renders_validates_and_holds_together(
+    k8s_copy, tmp_path
+):
+    """actor-hpa, dns-kube-dns-only, storage-class, finite-run and podmonitors all combine,
+    over either overlay, listed in that order (actor-hpa before finite-run)."""
+    combos, paths = {}, {}
+    for i, (base, combo) in enumerate(_combinations()):
+        kustomization = {
+            "namespace": "ppomq",
+            "resources": [f"../{base}"] + (["storage-class.yaml"] if "storage-class" in combo
+                                           else []),
+            "components": [f"../../components/{c}" for c in combo],
+        }  # fmt: skip
+        name = f"combo-{i}"
+        paths[name] = _scratch(k8s_copy, name, kustomization)
+        combos[name] = (base, combo)
+    assert len(combos) == 2**5 + 2**4
+    with ThreadPoolExecutor(max_workers=2) as pool:  # kubectl processes, one per core
+        renders = dict(zip(paths, pool.map(_render, paths.values()), strict=True))
+    for name, docs in renders.items():
+        base, combo = combos[name]
+        _check_combination(f"{base}+{'+'.join(combo) or 'nothing'}", base, combo, docs)
+    _validate_strictly(renders, tmp_path)
+
+
+# --------------------------------------------------------------------- PodMonitors
+
+
+def _check_podmonitors(where: str, docs: list[dict], monitors: dict[str, dict]) -> None:
+    """Each PodMonitor uses only the CRD fields listed above, and selects the pods of
+    exactly one service, on the container port that serves its /metrics."""
+    workloads = _workloads(docs)
+    covered = set()
+    for name, pm in monitors.items():
+        assert pm["apiVersion"] == "monitoring.coreos.com/v1", (where, name)
+        spec = pm["spec"]
+        assert set(spec) <= PODMONITOR_SPEC_FIELDS and "selector" in spec, (where, name)
+        selected = [
+            w for w in workloads.values()
+            if _selects(spec["selector"], w["spec"]["template"]["metadata"]["labels"])
+        ]  # fmt: skip
+        assert len(selected) == 1, (where, name, [w["metadata"]["name"] for w in selected])
+        (workload,) = selected
+        covered.add(workload["metadata"]["name"])
+        (c,) = workload["spec"]["template"]["spec"]["containers"]
+        metrics_port = int(_container_env(docs, c)["PPOMQ_METRICS_PORT"])
+        for endpoint in spec["podMetricsEndpoints"]:
+            assert set(endpoint) <= ENDPOINT_FIELDS, (where, name, endpoint)
+            assert endpoint.get("path", "/metrics") == "/metrics"
+            assert DURATION.match(endpoint.get("interval", "0")), (where, name)
+            ports = [p["containerPort"] for p in c["ports"] if p.get("name") == endpoint["port"]]
+            assert ports == [metrics_port], (where, name, endpoint["port"])
+    if monitors:
+        assert covered == set(SERVICES), (where, covered)
+
+
+def test_k8s_podmonitors_select_each_services_pods_and_their_metrics_port(k8s_copy):
+    """For a Prometheus Operator, which ignores the pods' prometheus.io/* annotations: the
+    component's PodMonitors, with the `release` label README's patch adds, over the
+    Deployments and over a finite run's Jobs."""
+    patch = {
+        "target": {"group": "monitoring.coreos.com", "kind": "PodMonitor"},
+        "patch": "- {op: add, path: /metadata/labels/release, value: kube-prometheus-stack}",
+    }
+    for base, extra in (("local", []), ("gpu-learner", ["finite-run"])):
+        path = _scratch(k8s_copy, f"monitored-{base}", {
+            "namespace": "ppomq", "resources": [f"../{base}"],
+            "components": [f"../../components/{c}" for c in [*extra, "podmonitors"]],
+            "patches": [patch],
+        })  # fmt: skip
+        docs = _render(path)
+        monitors = _by_kind(docs, "PodMonitor")
+        assert set(monitors) == set(SERVICES), base
+        assert all(m["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+                   for m in monitors.values())  # fmt: skip
+        assert all(m["metadata"]["namespace"] == "ppomq" for m in monitors.values())
+        _check_podmonitors(base, docs, monitors)
+    # The metrics port is open to scrapers in other namespaces (where Prometheus runs).
+    policies = list(_by_kind(docs, "NetworkPolicy").values())
+    prometheus = {"labels": {"app.kubernetes.io/name": "prometheus"}, "namespace": "monitoring"}
+    for service in SERVICES:
+        pod = {"app.kubernetes.io/name": "ppomq", "app.kubernetes.io/component": service}
+        assert _allowed(policies, "Ingress", pod, prometheus, 9100), service
