@@ -45,3 +45,27 @@ def test_a_second_signal_ends_the_body_after_its_cleanup_and_says_how(restore_ha
             cleaned.append(1)
     assert cleaned == [1]
     assert "svc stopped (fast stop)" in caplog.text
+
+
+FINISHING_SERVICE = """
+import os, signal, sys
+from ppomq.embedded_redis import free_port
+from ppomq.service_shell import service_shell
+with service_shell("svc", metrics_port=free_port(), unit_of_work="x") as stop:
+    pass  # the run finished
+code = stop.exit_code(finished=True)
+# What a pod deleted just as its run finishes sends, while the process is exiting.
+os.kill(os.getpid(), signal.SIGTERM)
+os.kill(os.getpid(), signal.SIGINT)
+sys.exit(code)
+"""
+
+
+def test_a_stop_signal_after_the_shell_cannot_change_the_exit_code(tmp_path):
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", FINISHING_SERVICE], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert "received" not in res.stderr  # not even taken for a stop request

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -59,3 +60,11 @@ def service_shell(
     finally:
         how = "fast stop" if stop.fast else "warm stop" if stop.requested else "done"
         log.info("%s stopped (%s) after %.1f s", name, how, time.monotonic() - started)
+        # The exit code is decided and every cleanup has run: from here a stop signal has
+        # nothing left to stop. Ignored, not left to the handler, because the interpreter's
+        # finalization puts a Python-handled signal back to its default action, and a
+        # SIGTERM in the last moments of exiting (a pod deleted as its run finishes) would
+        # turn a finished run's exit 0 into death by the signal, which a Job counts as a
+        # failure and replaces (a learner that then starts a new run).
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)

@@ -227,6 +227,16 @@ class System:
     def logs_tail(self, tail: int = 1500) -> str:
         return "\n".join(f"--- {s.name}\n{s.log(tail)}" for s in self.services)
 
+    def exit_code(self, service: Service, timeout_s: float) -> int:
+        """`service`'s exit code once it exits by itself; every log's tail if it does not."""
+        assert service.proc is not None
+        try:
+            return service.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"{service.name} still running after {timeout_s} s\n" + self.logs_tail()
+            ) from None
+
 
 def max_update_gap(rows: list[dict[str, float]], after_version: float) -> tuple[float, float]:
     """(longest time between consecutive updates from `after_version` on, version that

@@ -16,29 +16,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from .services import PPOMQ, STOPPED_BY_SIGTERM, Service, System
+from .services import PPOMQ, STOPPED_BY_SIGTERM, System
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 STEPS = 1024  # 8 batches of 4 envs x 32 steps
 
 
-def _exit_code(system: System, service: Service, timeout_s: float) -> int:
-    assert service.proc is not None
-    try:
-        return service.proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(
-            f"{service.name} still running {timeout_s} s on\n" + system.logs_tail()
-        ) from None
-
 
 def _run_to_the_end(system: System) -> None:
     """Start every service; the learner, then the others, exit 0 by themselves."""
     system.start()
-    assert _exit_code(system, system.learner, 240) == 0, system.learner.log()
+    assert system.exit_code(system.learner, 240) == 0, system.learner.log()
     for service in (*system.actors, system.weightserver):
-        assert _exit_code(system, service, 60) == 0, service.log()
+        assert system.exit_code(service, 60) == 0, service.log()
 
 
 def _summary(run_dir: Path) -> dict:
