@@ -8,6 +8,7 @@ import pytest
 
 from ppomq.errors import UsageError
 from ppomq.settings import (
+    ActorSettings,
     LearnerSettings,
     TrainSettings,
     add_settings_arguments,
@@ -48,7 +49,7 @@ def test_flags_parse_into_the_model():
 
 def test_unset_flags_leave_env_and_file_alone(tmp_path, monkeypatch):
     cfg = tmp_path / "run.toml"
-    cfg.write_text("gamma = 0.9\nseed = 7\n[actor]\nnum_envs = 3\n")
+    cfg.write_text("gamma = 0.9\nseed = 7\n")
     monkeypatch.setenv("PPOMQ_ANNEAL_LR", "false")
     parser = argparse.ArgumentParser()
     flags = add_settings_arguments(parser, LearnerSettings)
@@ -116,3 +117,47 @@ def test_model_settings_names_defaults_and_choices():
         assert getattr(load_settings(LearnerSettings, {name: value}), name) == value
     with pytest.raises(UsageError, match="--activation"):
         load_settings(LearnerSettings, {"activation": "gelu"})
+
+
+def test_unknown_key_in_a_config_file_is_one_line_naming_it_and_the_file(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("lerning_rate = 0.5\ntotal_steps = 2048\n")
+    with pytest.raises(UsageError) as err:
+        load_settings(TrainSettings, {}, config_file=str(cfg))
+    text = str(err.value)
+    assert "'lerning_rate'" in text and str(cfg) in text and "\n" not in text
+    assert "did you mean learning_rate?" in text
+
+
+def test_a_table_in_a_config_file_is_refused_saying_to_use_flat_keys(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("gamma = 0.99\n[learner]\nlearning_rate = 0.5\n")
+    with pytest.raises(UsageError) as err:
+        load_settings(LearnerSettings, {}, config_file=str(cfg))
+    text = str(err.value)
+    assert "[learner]" in text and "flat keys" in text and str(cfg) in text
+    assert "\n" not in text
+
+
+def test_one_config_file_serves_every_service_each_taking_its_own_settings(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('learning_rate = 0.0005\nvectorization = "async"\ngamma = 0.9\n')
+    learner = load_settings(LearnerSettings, {}, config_file=str(cfg))
+    actor = load_settings(ActorSettings, {}, config_file=str(cfg))
+    assert learner.learning_rate == 0.0005 and learner.gamma == 0.9
+    assert actor.vectorization == "async"
+
+
+def test_a_misspelt_setting_in_a_config_file_stops_a_service_like_a_misspelt_flag(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("lerning_rate = 0.5\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    for args in (["--config", str(cfg)], ["--lerning-rate", "0.5"]):
+        r = subprocess.run([sys.executable, "-m", "ppomq.cli", "learner", *args],
+                           capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "lerning" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +65,30 @@ def evaluate_policy(policy: Policy, env_id: str, *, episodes: int = 20, seed: in
 
 
 def load_weights_file(path: str | Path) -> tuple[Policy, dict[str, Any]]:
-    """A policy from a `final_weights.pt` or a `ppomq weights export` file."""
+    """A policy from a `final_weights.pt` or a `ppomq weights export` file.
+
+    Read with `weights_only=True`: those files hold only tensors and plain containers, and
+    a file that needs more of pickle (which can run any code as it loads) is refused."""
     path = Path(path)
     if not path.exists():
         raise NotFoundError(f"weights file {path} not found; check the path")
+    use = "use a run dir's final_weights.pt or a file from `ppomq weights export`"
     try:
-        doc = torch.load(path, map_location="cpu", weights_only=False)
+        with warnings.catch_warnings():  # a crafted file's pickle protocol: not for the user
+            warnings.filterwarnings("ignore", module=r"torch\._weights_only_unpickler")
+            doc = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "weights only" in str(exc).lower():
+            raise UsageError(
+                f"{path} is not a ppomq weights file: loading it would need unpickling "
+                f"arbitrary code, which ppomq refuses; {use}"
+            ) from None
+        raise UsageError(f"{path} is not a ppomq weights file (not a torch file); {use}") from None
+    except Exception as exc:  # the safe unpickler fails on junk in many ways
+        raise UsageError(
+            f"{path} is not a ppomq weights file ({type(exc).__name__}); {use}"
+        ) from None
+    try:
         meta = dict(doc["metadata"])
         # Exported versions carry the env in the header's `extra`; run dirs at top level.
         meta.setdefault("env_id", meta.get("extra", {}).get("env_id"))
@@ -76,9 +96,8 @@ def load_weights_file(path: str | Path) -> tuple[Policy, dict[str, Any]]:
         policy.load_state_dict({k: torch.as_tensor(v) for k, v in doc["state_dict"].items()})
     except ModelSpecError as exc:
         raise UsageError(f"{path}: {exc}") from None
-    except (KeyError, TypeError, RuntimeError, EOFError) as exc:
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError, RuntimeError) as exc:
         raise UsageError(
-            f"{path} is not a ppomq weights file ({type(exc).__name__}); use a run dir's "
-            "final_weights.pt or a file from `ppomq weights export`"
+            f"{path} is not a ppomq weights file ({type(exc).__name__}); {use}"
         ) from None
     return policy, meta

@@ -11,6 +11,7 @@ ppomq/presets/, each value citing its source; anything set another way overrides
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import tomllib
@@ -399,7 +400,8 @@ def add_settings_arguments(
         "--config",
         metavar="FILE",
         default=argparse.SUPPRESS,
-        help="TOML file of settings (same names as the flags, with underscores).",
+        help="TOML file of settings: flat keys, the same names as the flags with "
+        "underscores; an unknown key or a [table] is an error.",
     )
     return CliSettingsSource(
         cls,
@@ -421,8 +423,33 @@ def _read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise UsageError(f"config file {path} not found; check the --config path") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
-    # A file may hold one table per service ([learner], [actor]...) or flat keys.
-    return {k: v for k, v in data.items() if not isinstance(v, dict)}
+    # Flat keys only, each a setting of some service: one file serves every service (each
+    # takes the settings it reads), so a table ([learner], [actor]...) has no meaning here.
+    # A key nothing reads is refused, as a misspelt flag is, never dropped without a word.
+    known = setting_names()
+    for key, value in data.items():
+        if isinstance(value, dict):
+            raise UsageError(
+                f"config file {path}: table [{key}] is not supported; write its settings as "
+                "flat keys at the top of the file (one file serves every service, each "
+                "reads the settings it has)"
+            )
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else "; see docs/SETTINGS.md"
+            raise UsageError(f"config file {path}: unknown setting {key!r}{hint}")
+    return data
+
+
+def setting_names() -> set[str]:
+    """Every setting any service reads (the fields of every settings group)."""
+    names: set[str] = set()
+    classes: list[type[BaseSettings]] = [_Group]
+    while classes:
+        c = classes.pop()
+        names.update(c.model_fields)
+        classes.extend(c.__subclasses__())
+    return names
 
 
 def format_validation_error(exc: ValidationError) -> str:

@@ -63,3 +63,49 @@ def test_weights_and_normalization_statistics_for_another_env_are_one_line(redis
     assert "Traceback" not in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     right = _ppomq("eval", "--weights", str(out), "--episodes", "1", "--json")
     assert right.returncode == 0 and json.loads(right.stdout)["env_id"] == "Pendulum-v1"
+
+
+def _crafted_pickle(path, marker):
+    """A .pt-named pickle whose loading would create `marker` (any code could run)."""
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path.write_bytes(pickle.dumps({"metadata": Payload(), "state_dict": {}}))
+
+
+def test_a_weights_file_that_needs_unpickling_code_is_refused_without_running_it(tmp_path):
+    evil, marker = tmp_path / "evil.pt", tmp_path / "payload-ran"
+    _crafted_pickle(evil, marker)
+    refused = _ppomq("eval", "--weights", str(evil), "--episodes", "1")
+    assert not marker.exists(), "the file's pickle payload ran"
+    assert refused.returncode == 2, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr
+    assert str(evil) in lines[0] and "not a ppomq weights file" in lines[0]
+    assert "arbitrary code" in lines[0]
+
+
+def test_a_run_dirs_final_weights_evaluate_under_the_safe_loader(tmp_path):
+    from ppomq.learner.finish import save_final_weights
+
+    torch.manual_seed(0)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    meta = {"version": 4, "env_id": "CartPole-v1", "run_id": "fw", "env_steps": 256,
+            "model": SPEC}  # fmt: skip
+    save_final_weights(run_dir / "final_weights.pt", build_model(SPEC), meta)
+    torch.load(run_dir / "final_weights.pt", weights_only=True)  # what eval reads it with
+    result = _ppomq("eval", "--run-dir", str(run_dir), "--episodes", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["version"] == 4
+
+
+def test_a_file_that_is_not_torch_at_all_is_one_line(tmp_path):
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"hello, not a checkpoint")
+    result = _ppomq("eval", "--weights", str(junk))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert str(junk) in result.stderr and "not a ppomq weights file" in result.stderr
