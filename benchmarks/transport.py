@@ -164,7 +164,9 @@ def receive_run(conn: Connection, endpoint: str, mode: str, key: str) -> tuple[f
                 frames = rx.recv(timeout_ms=60_000)
                 if frames is None:
                     raise RuntimeError(f"ppomq receive timed out after {i} of {count}")
-                nbytes = decode(frames, spec, seqs).nbytes
+                batch = decode(frames, spec, seqs)
+                seqs.record(batch.actor_id, batch.seq)  # as the learner does on acceptance
+                nbytes = batch.nbytes
             else:
                 frames = rx.recv_multipart(copy=False)
                 nbytes = sum(len(f) for f in frames)

@@ -215,7 +215,11 @@ class RolloutBatch:
 
 
 class SeqTracker:
-    """Last accepted `seq` per actor_id, bounded (least recently seen actors forgotten)."""
+    """Last accepted `seq` per actor_id, bounded (least recently seen actors forgotten).
+
+    `decode` only checks against it; whoever accepts a batch (the learner, once the batch
+    passed its staleness gate too) records its `seq`, so a refused batch changes nothing.
+    One thread records; others may check meanwhile (each call is one dict operation)."""
 
     def __init__(self, max_actors: int = MAX_ACTORS_TRACKED) -> None:
         self._last: OrderedDict[str, int] = OrderedDict()
@@ -354,7 +358,8 @@ def decode(
     """Check a received message against `spec` and return it as a batch of views.
 
     Checks run in the order ROLLOUT.md gives, so each bad message has one defined reason.
-    With `seqs`, `seq` must rise per actor_id and is recorded once the batch is accepted.
+    With `seqs`, `seq` must be above the last one recorded for its actor_id; decode never
+    records one: the caller does (`seqs.record`) once it accepts the batch.
     """
     try:
         return _decode(frames, spec, seqs)
@@ -545,8 +550,6 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
                     )
                 flat = flat.view(_I64)
             arrays[name] = flat.reshape(shape) if len(shape) != 1 else flat
-    if seqs is not None:
-        seqs.record(actor_id, seq)
     # Positional: keyword passing costs a measurable share of a 40 us decode.
     return RolloutBatch(
         run_id, actor_id, seq, version, env_id, n, t, arrays, stats, created_ns, total

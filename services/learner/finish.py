@@ -69,12 +69,14 @@ def finish_run(
         "actors": sum(1 for a in loop.actors.values() if a.get("accepted", 0)),
         "actors_hint": settings.actors,
         "run_id": settings.run_id,
+        # Accepted batches only; refused (stale ...) batches' env steps are discarded.
         "total_env_steps": loop.env_steps,
+        "discarded_env_steps": loop.discarded_env_steps,
         "trained_samples": loop.trained_samples,
         "wall_seconds": round(wall, 3),
         "sps": round(loop.env_steps / max(wall, 1e-9), 1),
         "versions": loop.version,
-        "batches_produced": loop.produced_batches,
+        "batches_produced": loop.produced_batches,  # valid batches received, accepted or not
         "batches_accepted": loop.gate.accepted,
         "batches_rejected": rejects,
         "waste_ratio": (sum(rejects.values()) / loop.produced_batches)
@@ -94,8 +96,12 @@ def finish_run(
         "episodes": loop.recorder.episodes,
         # Every actor incarnation that sent a batch (a restarted actor has a new id).
         "actors_seen": {
-            k: {"batches": v["batches"], "accepted": v.get("accepted", 0),
-                "env_steps": v["env_steps"]}
+            k: {
+                "batches": v["batches"],
+                "accepted": v.get("accepted", 0),
+                "env_steps": v["env_steps"],
+                "discarded_env_steps": v.get("discarded_env_steps", 0),
+            }
             for k, v in sorted(loop.actors.items())
         },
         "learner_restarts": loop.restarts,

@@ -20,7 +20,7 @@ from redis.retry import Retry
 
 from ppomq.metrics import LearnerMetrics
 from ppomq.models import numpy_state
-from ppomq.proto import RolloutBatch, pack_weights
+from ppomq.proto import DecodeError, Reason, RolloutBatch, SeqTracker, pack_weights
 from ppomq.rundir import RunRecorder
 from ppomq.settings import LearnerSettings
 from ppomq.signals import WarmStop
@@ -67,6 +67,7 @@ class LearnerLoop:
         recorder: RunRecorder,
         version: int,
         metrics: LearnerMetrics | None = None,
+        seqs: SeqTracker | None = None,
     ) -> None:
         self.s = settings
         self.trainer = trainer
@@ -78,7 +79,13 @@ class LearnerLoop:
         self.version = version
         self.gate = StalenessGate(settings.max_staleness)
         self.roster = ActorRoster(timeout_s=settings.actor_timeout_s, hint=settings.actors)
+        # Each actor's last accepted `seq`: the receiving thread checks against it at the
+        # door, this loop checks again and records it when it accepts a batch.
+        self.seqs = seqs if seqs is not None else SeqTracker()
+        # Env steps of accepted batches: the run's progress (--total-steps, lr annealing,
+        # SPS, episodes). Batches refused here (stale, future version, seq) are discarded.
         self.env_steps = 0
+        self.discarded_env_steps = 0
         self.trained_samples = 0
         self.wall_offset = 0.0
         self.start = time.monotonic()
@@ -87,7 +94,7 @@ class LearnerLoop:
         # The receiving thread's counts of this incarnation, plus those of earlier ones.
         self.decode_rejects: dict[str, int] = {}
         self.decode_rejects_before: Counter[str] = Counter()
-        self.produced_batches = 0
+        self.produced_batches = 0  # valid batches received, accepted or not
         self.phase_totals: Counter[str] = Counter()
         self.last_stats: dict[str, float] = {}
         self.restarts = 0
@@ -136,17 +143,11 @@ class LearnerLoop:
                       "checkpoint has it", self.version, exc)  # fmt: skip
         return time.perf_counter() - t0
 
-    def _note_batch(self, batch: RolloutBatch) -> None:
-        """Every valid batch counts as produced work and its episodes are real episodes."""
+    def _admit(self, batch: RolloutBatch) -> bool:
+        """Whether `batch` is trained on. Counts it as received, and only once accepted
+        does anything it says count: env steps, episodes, its actor's `seq`."""
         steps = batch.num_steps * batch.num_envs
-        self.env_steps += steps
         self.produced_batches += 1
-        self.recorder.add_episodes(
-            batch.episodes.returns,
-            batch.episodes.lengths,
-            env_steps=self.env_steps,
-            wall_s=self.wall_s,
-        )
         self.roster.heard(batch.actor_id)
         a = self.actors.setdefault(batch.actor_id, {"batches": 0, "env_steps": 0})
         a.update(
@@ -154,8 +155,29 @@ class LearnerLoop:
             policy_version=batch.policy_version,
             age=self.version - batch.policy_version,
             batches=a["batches"] + 1,
-            env_steps=a["env_steps"] + steps,
         )
+        try:
+            # Again here, not only at the door: two queued batches of one actor.
+            self.seqs.check(batch.actor_id, batch.seq)
+            admitted = self.gate.admit(self.version, batch.policy_version)
+        except DecodeError:
+            self.gate.rejected[Reason.SEQ_NOT_INCREASING.label] += 1
+            admitted = False
+        if not admitted:
+            self.discarded_env_steps += steps
+            a["discarded_env_steps"] = a.get("discarded_env_steps", 0) + steps
+            return False
+        self.seqs.record(batch.actor_id, batch.seq)
+        self.env_steps += steps
+        self.recorder.add_episodes(
+            batch.episodes.returns,
+            batch.episodes.lengths,
+            env_steps=self.env_steps,
+            wall_s=self.wall_s,
+        )
+        a["accepted"] = a.get("accepted", 0) + 1
+        a["env_steps"] += steps
+        return True
 
     def collect(self, stop: WarmStop) -> list[RolloutBatch]:
         """Admitted batches for one update.
@@ -184,10 +206,7 @@ class LearnerLoop:
                 pass
             now = time.monotonic()
             for batch in arrived:
-                self._note_batch(batch)
-                if self.gate.admit(self.version, batch.policy_version):
-                    entry = self.actors[batch.actor_id]
-                    entry["accepted"] = entry.get("accepted", 0) + 1
+                if self._admit(batch):
                     out.append(batch)
                     contributors.add(batch.actor_id)
                     samples += batch.num_steps * batch.num_envs
@@ -259,12 +278,14 @@ class LearnerLoop:
             "time/learner_wait": t_wait,
             "time/learner_publish": t_publish,
             **stats,
+            "charts/discarded_env_steps": self.discarded_env_steps,  # last: older CSVs
         }
         self.last_stats = row
         self.recorder.add_update(row, env_steps=self.env_steps)
         self.metrics.record_update(
             version=self.version,
             env_steps=self.env_steps,
+            discarded_env_steps=self.discarded_env_steps,
             accepted=self.gate.accepted,
             rejects=self.rejects(),
             phase_s=self.phase_totals,
@@ -287,6 +308,7 @@ class LearnerLoop:
         status = {
             "version": self.version,
             "env_steps": self.env_steps,
+            "discarded_env_steps": self.discarded_env_steps,
             "wall_s": self.wall_s,
             "sps": self.env_steps / max(self.wall_s, 1e-9),
             "mean_return_20": self.recorder.mean_return,
@@ -328,6 +350,7 @@ class LearnerLoop:
             "version": self.version,
             "counters": {
                 "env_steps": self.env_steps,
+                "discarded_env_steps": self.discarded_env_steps,
                 "trained_samples": self.trained_samples,
                 "wall_s": self.wall_s,
                 "produced_batches": self.produced_batches,
@@ -358,6 +381,7 @@ class LearnerLoop:
         self.start = time.monotonic()
         # Checkpoints written before these counters existed resume with zeros.
         self.produced_batches = int(c.get("produced_batches", 0))
+        self.discarded_env_steps = int(c.get("discarded_env_steps", 0))
         self.restarts = int(c.get("restarts", 0)) + 1
         self.phase_totals = Counter(c.get("phase_totals", {}))
         self.decode_rejects_before = Counter(c.get("decode_rejects", {}))

@@ -1,8 +1,10 @@
 """The receiving thread: drains the rollout socket into a bounded queue while PPO trains.
 
 Validation happens here, at the door: a message that fails `decode` is counted by reason
-and dropped; only valid batches reach the queue. When the queue is full this thread stops
-reading, the socket's high-water mark fills, and actors block: backpressure, not loss.
+and dropped; only valid batches reach the queue. A `seq` is checked here against the last
+one the loop accepted, never recorded here (the loop records it on acceptance). When the
+queue is full this thread stops reading, the socket's high-water mark fills, and actors
+block: backpressure, not loss.
 """
 
 from __future__ import annotations
@@ -30,11 +32,15 @@ class BatchReceiver(threading.Thread):
         spec: RolloutSpec,
         out: queue.Queue[RolloutBatch],
         poll_ms: int = 20,  # how long a stop can wait for this thread (end of every run)
+        seqs: SeqTracker | None = None,
     ) -> None:
         super().__init__(name="rollout-receiver", daemon=True)
         self._make_socket = make_socket
         self.spec = spec
         self.out = out
+        # Read only here: the loop records a seq when it accepts the batch (LearnerLoop.seqs),
+        # so a batch refused anywhere leaves its actor's seq as it was.
+        self.seqs = seqs if seqs is not None else SeqTracker()
         self.poll_ms = poll_ms
         self.stop_event = threading.Event()
         self.ready = threading.Event()
@@ -60,7 +66,7 @@ class BatchReceiver(threading.Thread):
             self.ready.set()
             return
         self.ready.set()
-        seqs = SeqTracker()
+        seqs = self.seqs
         try:
             while not self.stop_event.is_set():
                 frames = sock.recv(timeout_ms=self.poll_ms)

@@ -28,7 +28,7 @@ from ppomq.envs import rollout_spec_for
 from ppomq.errors import UsageError
 from ppomq.metrics import LearnerMetrics
 from ppomq.models import build_model, load_numpy_state, model_spec_for
-from ppomq.proto import RolloutBatch
+from ppomq.proto import RolloutBatch, SeqTracker
 from ppomq.proto.weights import unpack_tensors
 from ppomq.redis_util import wait_for_redis
 from ppomq.rundir import FINISHED_FILE, RunRecorder
@@ -145,6 +145,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         threshold = gym.spec(settings.env_id.rpartition(":")[2]).reward_threshold
     recorder = RunRecorder(run_dir, solve_threshold=threshold)
     batches: queue.Queue[RolloutBatch] = queue.Queue(maxsize=settings.queue_batches)
+    seqs = SeqTracker()  # checked by the receiver, recorded by the loop on acceptance
     receiver = BatchReceiver(
         make_socket=lambda: RolloutReceiver(
             settings.rollout_bind,
@@ -155,6 +156,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         ),
         spec=spec,
         out=batches,
+        seqs=seqs,
     )
     loop = LearnerLoop(
         settings=settings,
@@ -165,6 +167,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         recorder=recorder,
         version=0,
         metrics=LearnerMetrics(),  # exported on --metrics-port
+        seqs=seqs,
     )
     resume(loop, ckpt, new_run=new_run)
     redis.delete(loop.keys.finished)  # this run is going on: no longer finished

@@ -167,12 +167,19 @@ class LearnerMetrics:
     def __init__(self, registry: CollectorRegistry | None = REGISTRY) -> None:
         kw: dict[str, Any] = {"registry": registry}
         self.version = Gauge("ppomq_learner_version", "Newest published weights version", **kw)
-        self.sps = Gauge("ppomq_learner_sps", "Env steps received per second, whole run", **kw)
+        self.sps = Gauge("ppomq_learner_sps", "Env steps accepted per second, whole run", **kw)
         self.mean_return = Gauge(
             "ppomq_learner_mean_return_20", "Mean return of the last 20 episodes", **kw
         )
         self._env_steps = _Totals(
-            Counter("ppomq_learner_env_steps", "Env steps in valid batches received", **kw)
+            Counter("ppomq_learner_env_steps", "Env steps in accepted batches", **kw)
+        )
+        self._discarded = _Totals(
+            Counter(
+                "ppomq_learner_discarded_env_steps",
+                "Env steps in valid batches refused (stale, future version, seq)",
+                **kw,
+            )
         )
         self._accepted = _Totals(
             Counter("ppomq_learner_batches_accepted", "Batches admitted to training", **kw)
@@ -200,6 +207,7 @@ class LearnerMetrics:
         version: int,
         env_steps: int,
         accepted: int,
+        discarded_env_steps: int = 0,
         rejects: Mapping[str, int] | None = None,
         phase_s: Mapping[str, float] | None = None,
         sps: float | None = None,
@@ -208,6 +216,7 @@ class LearnerMetrics:
         """Cumulative totals as the learner keeps them (see the module docstring)."""
         self.version.set(version)
         self._env_steps.set_total(env_steps)
+        self._discarded.set_total(discarded_env_steps)
         self._accepted.set_total(accepted)
         for reason, n in (rejects or {}).items():
             self._rejected.set_total(n, str(reason))

@@ -1,4 +1,5 @@
-"""LearnerLoop without sockets: the staleness gate, publishing, status and checkpoints."""
+"""LearnerLoop, driven directly (one test through the receiving thread and real sockets):
+the staleness gate, what counts of a batch, seqs, publishing, status and checkpoints."""
 
 from __future__ import annotations
 
@@ -7,18 +8,24 @@ import queue
 import threading
 import time
 
+import msgpack
+import pytest
 import redis
 import torch
 
 from ppomq.actor.runner import EnvRunner
+from ppomq.embedded_redis import free_port
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.learner.loop import LearnerLoop, load_checkpoint
+from ppomq.learner.receiver import BatchReceiver
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
 from ppomq.models import build_model, model_spec_for
+from ppomq.proto import EpisodeStats, encode
 from ppomq.redis_util import connect_redis
 from ppomq.rundir import RunRecorder
 from ppomq.settings import LearnerSettings, load_settings
 from ppomq.signals import WarmStop
+from ppomq.transport import RolloutReceiver, RolloutSender
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
@@ -50,9 +57,12 @@ def test_one_step_trains_on_admitted_batches_and_publishes_the_next_version(tmp_
     assert loop.version == 6
     assert loop.store.latest_version() == 6
     assert loop.gate.rejected == {"stale": 1} and loop.gate.accepted == 2
-    assert loop.env_steps == 3 * 16  # every valid batch counts as work done, stale or not
+    assert loop.env_steps == 2 * 16  # accepted batches only
+    assert loop.discarded_env_steps == 16  # the stale one's, reported beside them
+    assert loop.produced_batches == 3  # batches received
     status = json.loads(redis.get(RunKeys("loop").stats))
     assert status["version"] == 6 and status["rejects"] == {"stale": 1}
+    assert status["env_steps"] == 32 and status["discarded_env_steps"] == 16
 
 
 def test_sync_mode_waits_for_one_current_batch_per_actor(tmp_path, redis_url):
@@ -112,6 +122,113 @@ def test_publish_gives_up_in_one_line_when_asked_to_stop_during_an_outage(
 def _sample(runner, inference, actor_id: str, version: int, seq: int):
     runner.actor_id = actor_id
     return runner.sample(inference, policy_version=version, seq=seq)
+
+
+def _with(batch, *, seq=None, returns=None):
+    if seq is not None:
+        batch.seq = seq
+    if returns is not None:
+        batch.episodes = EpisodeStats(list(returns), [10] * len(returns))
+    return batch
+
+
+def test_stale_batches_add_no_env_steps_episodes_solve_or_lr_progress(tmp_path, redis_url):
+    """Issue 17: a forged stale batch with huge returns ended a --target-return run as
+    solved, and stale env steps ended --total-steps runs early and moved the lr."""
+    total = 10_000
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=1, max_staleness=1, target_return=100.0,
+        total_steps=total, learning_rate=1e-3,
+    )  # fmt: skip
+    accepted_returns: list[float] = []
+    for seq in range(3):
+        honest = _with(_sample(runner, inference, "a", loop.version, 10 + seq), returns=[9.0])
+        forged = [
+            _with(_sample(runner, inference, f"f{k}", 0, seq), returns=[1e6] * 25) for k in range(4)
+        ]
+        for b in [*forged, honest]:
+            batches.put(b)
+        assert loop.step(WarmStop())
+        accepted_returns += [9.0]
+        accepted_steps = (seq + 1) * 16
+        assert loop.env_steps == accepted_steps
+        want_lr = 1e-3 * (1 - accepted_steps / total)
+        assert loop.last_stats["charts/learning_rate"] == pytest.approx(want_lr, rel=1e-12)
+    assert loop.discarded_env_steps == 3 * 4 * 16
+    assert loop.gate.rejected == {"stale": 12}
+    assert loop.recorder.episodes == 3 and list(loop.recorder.window) == accepted_returns
+    assert loop.recorder.mean_return == 9.0 and loop.recorder.solved_at_env_steps is None
+    assert not loop.done()
+    assert loop.actors["f0"]["env_steps"] == 0 and loop.actors["f0"]["batches"] == 3
+    assert loop.actors["f0"]["discarded_env_steps"] == 3 * 16
+    assert loop.last_stats["charts/discarded_env_steps"] == 3 * 4 * 16
+
+
+def test_stale_env_steps_do_not_end_a_total_steps_run(tmp_path, redis_url):
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=1, max_staleness=0, total_steps=64
+    )
+    for seq in range(10):  # 160 stale env steps: more than --total-steps
+        batches.put(_sample(runner, inference, "f", 0, seq))
+    batches.put(_sample(runner, inference, "a", loop.version, 0))
+    assert loop.step(WarmStop())
+    assert loop.env_steps == 16 and loop.discarded_env_steps == 160
+    assert not loop.done()
+
+
+def test_a_refused_batch_leaves_its_actors_seq_unchanged(tmp_path, redis_url):
+    """Issue 17: a spoofed stale batch under an honest actor's id with seq 2^64-1 locked
+    that actor out (every later seq was "not increasing"): only acceptance records a seq.
+    Through the learner's receiving thread and real ZeroMQ sockets, as in the service."""
+    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=1, max_staleness=1)
+    spec = rollout_spec_for("CartPole-v1", run_id="loop", num_steps=8, max_bytes=1 << 24)
+    addr = f"tcp://127.0.0.1:{free_port()}"
+    receiver = BatchReceiver(
+        make_socket=lambda: RolloutReceiver(addr), spec=spec, out=batches, seqs=loop.seqs
+    )
+    receiver.start()
+    receiver.ready.wait()
+    sender = RolloutSender(addr)
+    try:
+
+        def send(actor: str, version: int, seq: int) -> None:
+            frames = encode(_sample(runner, inference, actor, version, 0))
+            header = msgpack.unpackb(frames[0])
+            header["seq"] = seq  # up to 2^64 - 1, past what encode packs
+            assert sender.send([msgpack.packb(header), *frames[1:]], timeout_ms=5000)
+
+        send("honest", loop.version, 0)
+        assert loop.step(WarmStop())
+        send("honest", 0, 2**64 - 1)  # stale
+        send("honest", 99, 2**64 - 1)  # from the future
+        send("honest", loop.version, 1)
+        assert loop.step(WarmStop())
+        for seq in (2, 3):  # training goes on
+            send("honest", loop.version, seq)
+            assert loop.step(WarmStop())
+    finally:
+        sender.close()
+        receiver.stop()
+        receiver.join(timeout=5)
+    assert receiver.snapshot() == (6, {})
+    assert loop.gate.accepted == 4 and loop.version == 9
+    assert loop.rejects() == {"stale": 1, "future_version": 1}
+
+
+def test_a_replayed_seq_queued_behind_its_original_is_refused(tmp_path, redis_url):
+    """The receiver only checks a seq against accepted ones, so two queued batches of one
+    actor can both pass it: the loop's check at acceptance refuses the second."""
+    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=1)
+    first = _sample(runner, inference, "a", loop.version, 7)
+    batches.put(first)
+    batches.put(_with(_sample(runner, inference, "a", loop.version, 0), seq=7))
+    batches.put(_with(_sample(runner, inference, "a", loop.version, 0), seq=6))
+    batches.put(_sample(runner, inference, "a", loop.version, 8))
+    assert loop.step(WarmStop())
+    assert loop.step(WarmStop())
+    assert loop.gate.accepted == 2
+    assert loop.rejects() == {"seq_not_increasing": 2}
+    assert loop.env_steps == 32 and loop.discarded_env_steps == 32
 
 
 def test_async_update_does_not_wait_for_actors_that_never_come(tmp_path, redis_url):

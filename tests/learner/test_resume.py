@@ -50,6 +50,7 @@ def test_a_resumed_loop_has_every_counter_the_summary_reports(tmp_path, redis_ur
     resume(again, ckpt)
     assert again.version == loop.version + 1
     assert again.env_steps == loop.env_steps
+    assert again.discarded_env_steps == loop.discarded_env_steps == 16  # the stale batch
     assert again.trained_samples == loop.trained_samples
     assert again.produced_batches == loop.produced_batches
     assert again.gate.accepted == loop.gate.accepted

@@ -111,21 +111,40 @@ def test_empty_observation_arrays_round_trip():
     _assert_same(batch, decode(wire(batch), spec))
 
 
+def accept(frames, spec, seqs):
+    """What the learner does with a batch it trains on: decode, then record its seq."""
+    batch = decode(frames, spec, seqs)
+    seqs.record(batch.actor_id, batch.seq)
+    return batch
+
+
 def test_seq_must_rise_per_actor_and_rejected_batches_are_not_recorded():
     spec = make_spec()
     rng = np.random.default_rng(9)
     seqs = SeqTracker()
-    decode(wire(make_batch(spec, rng, seq=3)), spec, seqs)
-    decode(wire(make_batch(spec, rng, seq=1, actor_id="other")), spec, seqs)
+    accept(wire(make_batch(spec, rng, seq=3)), spec, seqs)
+    accept(wire(make_batch(spec, rng, seq=1, actor_id="other")), spec, seqs)
     bad = make_batch(spec, rng, seq=10)
     bad.arrays["values"][0, 0] = np.inf
     with pytest.raises(DecodeError):
         decode(wire(bad), spec, seqs)
-    decode(wire(make_batch(spec, rng, seq=4)), spec, seqs)  # 10 was never recorded
+    accept(wire(make_batch(spec, rng, seq=4)), spec, seqs)  # 10 was never recorded
     for seq in (4, 2):
         with pytest.raises(DecodeError) as err:
             decode(wire(make_batch(spec, rng, seq=seq)), spec, seqs)
         assert err.value.reason is Reason.SEQ_NOT_INCREASING
+
+
+def test_decode_checks_seq_but_never_records_it():
+    """Valid at the door is not accepted: the learner may still refuse the batch (stale),
+    and a refused batch must leave its actor's seq as it was (issue 17)."""
+    spec = make_spec()
+    rng = np.random.default_rng(10)
+    seqs = SeqTracker()
+    accept(wire(make_batch(spec, rng, seq=3)), spec, seqs)
+    decode(wire(make_batch(spec, rng, seq=2**63 - 1)), spec, seqs)  # valid, never accepted
+    assert decode(wire(make_batch(spec, rng, seq=4)), spec, seqs).seq == 4
+    assert len(seqs) == 1
 
 
 def test_seq_tracker_forgets_the_least_recent_actor_beyond_its_bound():
@@ -174,13 +193,13 @@ def test_each_crafted_message_gets_its_reason(mutation):
     spec = make_spec()
     gen = Generator(spec, np.random.default_rng(12))
     seqs = SeqTracker()
-    decode(gen.base()[0], spec, seqs)  # one accepted batch so that seq cases have a past
+    accept(gen.base()[0], spec, seqs)  # one accepted batch so that seq cases have a past
     gen.last_good = gen.seq
     src = RngSource(np.random.default_rng(hash(mutation) % 2**32))
     for _ in range(60):
         frames, reason = MUTATIONS[mutation](gen, src)
         try:
-            decode(frames, spec, seqs)
+            accept(frames, spec, seqs)
             got = None
         except DecodeError as exc:
             got = exc.reason
@@ -198,7 +217,7 @@ def test_every_rollout_reason_is_reachable_by_a_crafted_message():
     for _ in range(3000):
         frames, reason, _ = gen.make(src)
         try:
-            decode(frames, spec, seqs)
+            accept(frames, spec, seqs)
         except DecodeError as exc:
             assert exc.reason is reason
             seen[exc.reason] += 1
@@ -228,7 +247,7 @@ def test_property_catalogue_messages_get_their_expected_reason(data):
     spec = make_spec()
     gen = Generator(spec, np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))))
     seqs = SeqTracker()
-    decode(gen.base()[0], spec, seqs)
+    accept(gen.base()[0], spec, seqs)
     gen.last_good = gen.seq
     frames, reason, name = gen.make(HypothesisSource(data))
     try:

@@ -34,7 +34,8 @@ def decoding_receiver(conn: Connection, stop: Event, endpoint: str) -> None:
             if frames is None:
                 continue
             try:
-                decode(frames, spec, seqs)
+                batch = decode(frames, spec, seqs)
+                seqs.record(batch.actor_id, batch.seq)  # as the learner does on acceptance
                 code = 0
             except DecodeError as exc:
                 code = exc.reason.code

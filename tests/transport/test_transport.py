@@ -45,6 +45,7 @@ def test_batches_from_a_sender_process_arrive_intact_and_in_order(scheme, ipc_di
                 frames = rx.recv(timeout_ms=30_000)
                 assert frames is not None, f"batch {seq} never came"
                 batch = decode(frames, spec, seqs)  # SeqTracker: order is checked too
+                seqs.record(batch.actor_id, batch.seq)  # as the learner does on acceptance
                 assert batch.seq == seq
                 want = make_batch(spec, np.random.default_rng(seed + seq), seq=seq)
                 for name, arr in want.arrays.items():

@@ -1,0 +1,144 @@
+"""Forged batches at a running learner process (issue 17): a stale batch is refused, and
+nothing it says counts — not its env steps, not its episodes, not its `seq`.
+
+One real learner (its own process, real ZeroMQ socket, real Redis); this test is both the
+honest actor (valid CartPole batches at the current version, seq 0, 1, 2 ...) and the
+forger (stale batches with huge returns, one under the honest actor's id with seq 2^64-1).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+
+from ppomq.embedded_redis import free_port
+from ppomq.envs import rollout_spec_for
+from ppomq.proto import EpisodeStats, encode
+from ppomq.transport import RolloutSender
+from tests.proto.factory import make_batch
+
+from .services import LEARNER_SMALL, PPOMQ, STOPPED_BY_SIGTERM, Service
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+T, N = 32, 4  # tests/ops/services.py ROLLOUT: what the learner expects
+TOTAL_STEPS = 1_000_000  # far away: the lr anneals, and the run must not end by it
+HONEST_RETURN = 10.0
+FORGED = 40
+
+
+def _with_seq(frames: list, seq: int) -> list:
+    """The frames with another `seq` in the header (encode's packer stops at 2^63 - 1)."""
+    header = msgpack.unpackb(frames[0], raw=False)
+    header["seq"] = seq
+    return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
+
+
+def _wait(cond, what: str, learner: Service, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        assert learner.alive(), f"learner exited while waiting for {what}:\n{learner.log()}"
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}:\n{learner.log()}")
+
+
+def test_forged_stale_batches_neither_count_nor_lock_out_the_honest_actor(
+    redis_url, tmp_path: Path
+):
+    import redis as redis_lib
+
+    run_id = "forged"
+    run_dir = tmp_path / "run"
+    addr = f"tcp://127.0.0.1:{free_port()}"
+    learner = Service(
+        "learner",
+        [*PPOMQ, "learner", "--redis-url", redis_url, "--run-id", run_id,
+         "--num-envs", str(N), "--num-steps", str(T), *LEARNER_SMALL,
+         "--run-dir", str(run_dir), "--rollout-bind", addr, "--actors", "1",
+         "--max-staleness", "1", "--actor-timeout-s", "1", "--target-return", "1000",
+         "--total-steps", str(TOTAL_STEPS), "--learning-rate", "0.001"],
+        tmp_path / "learner.log",
+    )  # fmt: skip
+    r = redis_lib.Redis.from_url(redis_url)
+    from ppomq.weightserver.keys import RunKeys
+
+    keys = RunKeys(run_id)
+    spec = rollout_spec_for("CartPole-v1", run_id=run_id, num_steps=T, max_bytes=1 << 24,
+                            num_envs=N)  # fmt: skip
+    rng = np.random.default_rng(0)
+
+    def version() -> int:
+        raw = r.get(keys.stats)
+        return int(json.loads(raw)["version"]) if raw else 0
+
+    def batch(actor_id: str, seq: int, policy_version: int, returns: list[float]):
+        b = make_batch(spec, rng, seq=seq, actor_id=actor_id, n=N)
+        b.policy_version = policy_version
+        b.episodes = EpisodeStats(returns, [10] * len(returns))
+        return b
+
+    learner.start()
+    sender = RolloutSender(addr)
+    honest_seq = 0
+    try:
+
+        def honest_update() -> None:
+            nonlocal honest_seq
+            v = version()
+            assert sender.send(
+                encode(batch("honest", honest_seq, v, [HONEST_RETURN])), timeout_ms=30_000
+            )
+            honest_seq += 1
+            _wait(lambda: version() > v, f"version {v + 1} from honest seq {honest_seq - 1}",
+                  learner)  # fmt: skip
+
+        honest_update()  # waits for the learner's socket (the send queues until it binds)
+        honest_update()
+        honest_update()  # learner at version 3: a batch of version 0 is stale (max 1)
+        # The spoof: a stale batch under the honest actor's id with the largest seq there is.
+        assert sender.send(_with_seq(encode(batch("honest", 0, 0, [1e6] * 25)), 2**64 - 1),
+                           timeout_ms=5000)  # fmt: skip
+        for i in range(FORGED):  # and stale fakes with huge returns, under other ids
+            assert sender.send(encode(batch(f"forger-{i}", i, 0, [1e6] * 25)), timeout_ms=5000)
+        honest_update()  # still accepted after the spoof: seq 3 after 2, not after 2^64-1
+        honest_update()
+        honest_update()
+        time.sleep(1.5)  # a forged "solve" would end the run meanwhile
+        assert learner.alive(), f"the forgery ended the run:\n{learner.log()}"
+        stats = json.loads(r.get(keys.stats))
+    finally:
+        sender.close()
+        code = learner.stop()
+    assert code == STOPPED_BY_SIGTERM, learner.log()
+
+    honest = honest_seq  # 6 accepted batches, 6 episodes of HONEST_RETURN
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["batches_accepted"] == honest
+    assert summary["batches_rejected"] == {"stale": FORGED + 1}
+    assert summary["total_env_steps"] == honest * T * N
+    assert summary["discarded_env_steps"] == (FORGED + 1) * T * N
+    assert summary["batches_produced"] == honest + FORGED + 1  # batches received
+    assert summary["episodes"] == honest
+    assert summary["final_mean_return_20"] == HONEST_RETURN
+    assert summary["solved_at_env_steps"] is None
+    assert summary["actors_seen"]["honest"]["env_steps"] == honest * T * N
+    assert stats["env_steps"] == honest * T * N
+    assert stats["discarded_env_steps"] == (FORGED + 1) * T * N
+    with open(run_dir / "episodes.csv", newline="") as f:
+        assert [float(row["return"]) for row in csv.DictReader(f)] == [HONEST_RETURN] * honest
+    with open(run_dir / "progress.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    # Row k trained on the first k accepted batches: its env steps and annealed lr are
+    # what those batches alone give.
+    assert [int(row["env_steps"]) for row in rows] == [k * T * N for k in range(1, honest + 1)]
+    for k, row in enumerate(rows, start=1):
+        want = 0.001 * (1.0 - k * T * N / TOTAL_STEPS)
+        assert float(row["charts/learning_rate"]) == pytest.approx(want, rel=1e-9)
