@@ -44,7 +44,6 @@ def test_a_signal_before_the_runs_end_gives_128_plus_the_signal(restore_handlers
     assert stop.exit_code(finished=True) == 0
 
 
-
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sigterm_mid_run_exits_143_and_the_replacement_that_finishes_exits_0(redis_url, tmp_path):

@@ -23,7 +23,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 STEPS = 1024  # 8 batches of 4 envs x 32 steps
 
 
-
 def _run_to_the_end(system: System) -> None:
     """Start every service; the learner, then the others, exit 0 by themselves."""
     system.start()
