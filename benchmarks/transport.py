@@ -2,11 +2,16 @@
 ZeroMQ multipart sends of the same bytes, over tcp loopback and ipc, in one run.
 
     .venv/bin/python -m benchmarks.transport [--runs 5] [--quick]
+    .venv/bin/python -m benchmarks.transport --curve [--runs 7]   # CURVE on vs off, tcp
 
 The sender is a separate process; the receiver (this process) times from the first to the
 last message of each run. Modes alternate run by run so that both see the same machine
 load; each figure is the median over the runs. Both modes use the same high-water mark, so
 the ratio isolates what ppomq adds. Writes benchmarks/results/transport.{json,md}.
+
+`--curve` compares ppomq with CURVE on (authentication + encryption, ppomq.curve; the
+learner's key check included) against ppomq with it off, over tcp loopback, interleaved the
+same way; writes benchmarks/results/transport_curve.{json,md}.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import platform
 import statistics
 import tempfile
@@ -26,6 +32,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from ppomq.curve import CurveClient, CurveServer, actor_id_matches_key, sender_key
 from ppomq.proto import (
     ActionSpace,
     EpisodeStats,
@@ -109,13 +116,13 @@ def sender_main(conn: Connection) -> None:
         job = conn.recv()
         if job is None:
             return
-        endpoint, mode, key, count = job
+        endpoint, mode, key, count, curve = job
         batch = batches[key]
         # Each socket stays open until the receiver has everything: libzmq may drop the
         # last messages of a PUSH socket closed while the peer's queue is full, linger or
         # not (libzmq#3774, #1922).
-        if mode == "ppomq":
-            with RolloutSender(endpoint, hwm=HWM) as tx:
+        if mode in ("ppomq", "curve"):
+            with RolloutSender(endpoint, hwm=HWM, curve=curve) as tx:
                 for seq in range(count):
                     batch.seq = seq
                     batch.created_ns = time.time_ns()
@@ -136,13 +143,25 @@ def sender_main(conn: Connection) -> None:
             sock.close()
 
 
-def receive_run(conn: Connection, endpoint: str, mode: str, key: str) -> tuple[float, int]:
-    """One timed run: (seconds for `messages` batches after warm-up, bytes per batch)."""
+def receive_run(
+    conn: Connection,
+    endpoint: str,
+    mode: str,
+    key: str,
+    curve: tuple[CurveServer, CurveClient] | None = None,
+) -> tuple[float, int]:
+    """One timed run: (seconds for `messages` batches after warm-up, bytes per batch).
+    Modes: ppomq, raw, curve (ppomq with CURVE, `curve`: the server's and client's keys)."""
     size = SIZES[key]
     count = WARMUP + size.messages
     spec = make_spec(size)
-    if mode == "ppomq":
-        rx: Any = RolloutReceiver(endpoint, hwm=HWM)
+    client = None
+    if mode in ("ppomq", "curve"):
+        server = None
+        if mode == "curve":
+            assert curve is not None
+            server, client = curve
+        rx: Any = RolloutReceiver(endpoint, hwm=HWM, curve=server)
         bound = rx.endpoint
     else:
         rx = zmq.Context.instance().socket(zmq.PULL)
@@ -153,18 +172,23 @@ def receive_run(conn: Connection, endpoint: str, mode: str, key: str) -> tuple[f
         rx.bind(endpoint)
         bound = rx.getsockopt_string(zmq.LAST_ENDPOINT)
     try:
-        conn.send((bound, mode, key, count))
+        conn.send((bound, mode, key, count, client))
         seqs = SeqTracker()
         nbytes = 0
         start = 0.0
         for i in range(count):
             if i == WARMUP:
                 start = time.perf_counter()
-            if mode == "ppomq":
+            if mode in ("ppomq", "curve"):
+                deadline = time.monotonic() + 60
                 frames = rx.recv(timeout_ms=60_000)
+                while frames is None and time.monotonic() < deadline:
+                    frames = rx.recv(timeout_ms=1000)  # a spurious wake (recv's contract)
                 if frames is None:
                     raise RuntimeError(f"ppomq receive timed out after {i} of {count}")
                 batch = decode(frames, spec, seqs)
+                if mode == "curve":  # the learner's identity check (services/learner)
+                    actor_id_matches_key(batch.actor_id, sender_key(frames[0]) or "")
                 seqs.record(batch.actor_id, batch.seq)  # as the learner does on acceptance
                 nbytes = batch.nbytes
             else:
@@ -211,11 +235,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs per mode (median)")
     parser.add_argument("--quick", action="store_true", help="fewer messages (smoke test)")
+    parser.add_argument(
+        "--curve", action="store_true", help="compare CURVE on/off instead (tcp only)"
+    )
     args = parser.parse_args()
     if args.quick:
         for key, size in SIZES.items():
             SIZES[key] = Size(size.name, size.obs_shape, size.obs_dtype, size.messages // 10)
 
+    if args.curve:
+        curve_main(args.runs)
+        return
     codec = codec_overhead_us()  # first, before the transport runs heat the machine
     print(f"codec: {codec}", flush=True)
     ctx = mp.get_context("spawn")
@@ -264,6 +294,102 @@ def main() -> None:
     (RESULTS / "transport.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "transport.md").write_text(markdown(result))
     print(markdown(result))
+
+
+def _curve_keys(tmp: str) -> tuple[CurveServer, CurveClient]:
+    """A server pair and one allowed client pair, as `ppomq keys generate` writes them."""
+    import zmq.auth
+
+    from ppomq.commands.keys import generate
+
+    generate(Path(tmp) / "keys", 1)
+    keys = Path(tmp) / "keys"
+    spub, ssec = zmq.auth.load_certificate(keys / "server.key_secret")
+    cpub, csec = zmq.auth.load_certificate(keys / "actors" / "actor-0.key_secret")
+    assert ssec is not None and csec is not None
+    return (
+        CurveServer(public=spub, secret=ssec, allowed_dir=str(keys / "allowed")),
+        CurveClient(public=cpub, secret=csec, server_public=spub),
+    )
+
+
+def curve_main(runs: int) -> None:
+    """CURVE on vs off over tcp loopback, interleaved run by run, median of `runs`."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=sender_main, args=(child,), daemon=True)
+    proc.start()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ppomq-bench-", dir="/tmp") as tmp:
+        keys = _curve_keys(tmp)
+        for key in SIZES:
+            times: dict[str, list[float]] = {"ppomq": [], "curve": []}
+            nbytes = 0
+            for run in range(runs):
+                order = ("ppomq", "curve") if run % 2 == 0 else ("curve", "ppomq")
+                for mode in order:
+                    elapsed, nbytes = receive_run(parent, "tcp://127.0.0.1:0", mode, key, keys)
+                    times[mode].append(elapsed)
+            n = SIZES[key].messages
+            row: dict[str, Any] = {"size": key, "label": SIZES[key].name, "transport": "tcp"}
+            row["batch_bytes"] = nbytes
+            for mode in ("ppomq", "curve"):
+                sec = statistics.median(times[mode])
+                row[f"{mode}_batches_per_s"] = n / sec
+                row[f"{mode}_MB_per_s"] = n * nbytes / sec / 1e6
+                row[f"{mode}_ms_per_batch"] = sec / n * 1e3
+                row[f"{mode}_runs_s"] = times[mode]
+            row["ratio"] = row["curve_batches_per_s"] / row["ppomq_batches_per_s"]
+            row["added_ms_per_batch"] = row["curve_ms_per_batch"] - row["ppomq_ms_per_batch"]
+            rows.append(row)
+            print(
+                f"{key:9s} tcp: off {row['ppomq_batches_per_s']:9.1f}/s "
+                f"CURVE {row['curve_batches_per_s']:9.1f}/s ratio {row['ratio']:.3f}",
+                flush=True,
+            )
+    parent.send(None)
+    proc.join(10)
+    result = {
+        "machine": {"platform": platform.platform(), "python": platform.python_version(),
+                    "cpus": os.cpu_count()},
+        "zmq": zmq.zmq_version(),
+        "pyzmq": zmq.__version__,
+        "curve": zmq.has("curve"),
+        "runs": runs,
+        "hwm": HWM,
+        "rows": rows,
+    }  # fmt: skip
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "transport_curve.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "transport_curve.md").write_text(curve_markdown(result))
+    print(curve_markdown(result))
+
+
+def curve_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Transport benchmark: CURVE on vs off",
+        "",
+        "`.venv/bin/python -m benchmarks.transport --curve --runs "
+        f"{result['runs']}`. Median of {result['runs']} interleaved runs over tcp loopback; "
+        f"sender in a separate process; HWM {result['hwm']}. Both: encode + send + recv + "
+        "decode + validate; CURVE adds the encryption of every frame on both ends and the "
+        "learner's actor-id-vs-key check. "
+        f"libzmq {result['zmq']}, pyzmq {result['pyzmq']}, {result['machine']['platform']}, "
+        f"{result['machine']['cpus']} CPUs.",
+        "",
+        "| batch | MB/batch | off batches/s | off MB/s | CURVE batches/s | CURVE MB/s "
+        "| CURVE/off | added ms/batch |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["rows"]:
+        lines.append(
+            f"| {r['label']} | {r['batch_bytes'] / 1e6:.3f} "
+            f"| {r['ppomq_batches_per_s']:,.0f} | {r['ppomq_MB_per_s']:,.0f} "
+            f"| {r['curve_batches_per_s']:,.0f} | {r['curve_MB_per_s']:,.0f} "
+            f"| {r['ratio']:.2f} | {r['added_ms_per_batch']:.3f} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -33,6 +33,9 @@ class Reason(Enum):
     CHECKSUM = (20, "checksum")
     STALE = (21, "stale")  # raised by the learner's staleness gate, not by decode
     INVALID_VALUE = (22, "invalid_value")
+    # Raised by the learner's receiver under CURVE, after decoding: the batch's actor_id
+    # does not end with its sender's key suffix (ROLLOUT.md "Authentication").
+    ACTOR_ID_NOT_KEY = (23, "actor_id_not_key")
 
     @property
     def code(self) -> int:

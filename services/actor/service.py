@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from ppomq.curve import CurveClient, client_from_settings, key_suffix
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.metrics import ActorMetrics, Heartbeat
 from ppomq.models import InferencePolicy
@@ -44,9 +45,11 @@ STOP_POLL_S = 0.02
 SEND_SLICE_MS = 50
 
 
-def new_actor_id(actor_index: int) -> str:
-    """Unique per process incarnation: a restarted actor starts a fresh `seq` sequence."""
-    return f"a{actor_index}-{os.getpid()}-{secrets.token_hex(3)}"
+def new_actor_id(actor_index: int, curve: CurveClient | None = None) -> str:
+    """Unique per process incarnation: a restarted actor starts a fresh `seq` sequence.
+    Under CURVE it ends with its key's suffix, which the learner checks (ppomq.curve)."""
+    suffix = key_suffix(curve.public) if curve is not None else ""
+    return f"a{actor_index}-{os.getpid()}-{secrets.token_hex(3)}{suffix}"
 
 
 class Stopped(Exception):
@@ -83,6 +86,7 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
     beat = heartbeat.beat if heartbeat is not None else lambda: None
     torch.set_num_threads(1)  # many actors share the cores; one thread each is fastest
     s = settings
+    curve = client_from_settings(s)  # a bad key file: one line, exit 2, before any env
     index = actor_index_of(s)
     metrics = ActorMetrics()
     torch.manual_seed(env_seed(s.seed, index, 1 << 20))
@@ -91,9 +95,11 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
     )
     seeds = [env_seed(s.seed, index, i) for i in range(s.num_envs)]
     envs = make_vector_env(s.env_id, s.num_envs, seeds, s.vectorization)
-    actor_id = new_actor_id(index)
+    actor_id = new_actor_id(index, curve)
     runner = EnvRunner(envs=envs, spec=spec, run_id=s.run_id, actor_id=actor_id, env_id=s.env_id)
-    weights = WeightsPrefetcher(WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms))
+    weights = WeightsPrefetcher(
+        WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms, curve=curve)
+    )
     policy: InferencePolicy | None = None
     version = -1
     sender = RolloutSender(
@@ -102,10 +108,12 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
         heartbeat_ivl_ms=s.heartbeat_ivl_ms,
         heartbeat_timeout_ms=s.heartbeat_timeout_ms,
         max_message_bytes=s.max_message_bytes,
+        curve=curve,
     )
     log.info(
-        "actor %s: %d x %s, T=%d -> %s", actor_id, s.num_envs, s.env_id, s.num_steps, s.learner_addr
-    )
+        "actor %s: %d x %s, T=%d -> %s%s", actor_id, s.num_envs, s.env_id, s.num_steps,
+        s.learner_addr, " (CURVE)" if curve else "",
+    )  # fmt: skip
     seq = 0
     sent_at_version = 0
     # Flow control: at most `limit` batches per policy version, then wait for a newer one.

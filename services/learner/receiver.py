@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from ppomq.proto import DecodeError, RolloutBatch, RolloutSpec, SeqTracker, decode
+from ppomq.curve import actor_id_matches_key, sender_key
+from ppomq.proto import DecodeError, Reason, RolloutBatch, RolloutSpec, SeqTracker, decode
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class BatchReceiver(threading.Thread):
             return
         self.ready.set()
         seqs = self.seqs
+        # CURVE: each message carries the key it came from; the batch must say the same.
+        authenticated = bool(getattr(sock, "authenticated", False))
         try:
             while not self.stop_event.is_set():
                 frames = sock.recv(timeout_ms=self.poll_ms)
@@ -74,6 +77,8 @@ class BatchReceiver(threading.Thread):
                     continue
                 try:
                     batch = decode(frames, self.spec, seqs)
+                    if authenticated:
+                        _check_key(batch, frames)
                 except DecodeError as exc:
                     with self._lock:
                         self._rejects[exc.reason.label] += 1
@@ -95,3 +100,12 @@ class BatchReceiver(threading.Thread):
         if now - self._last_warn > 5.0:  # one line per 5 s at most: a flood must not flood logs
             self._last_warn = now
             log.warning("rejected rollout (%s): %s", exc.reason.label, exc.detail)
+
+
+def _check_key(batch: RolloutBatch, frames: list[Any]) -> None:
+    """Under CURVE: refuse a batch whose actor_id is not its sender key's (ppomq.curve)."""
+    key = sender_key(frames[0])
+    if key is None or not actor_id_matches_key(batch.actor_id, key):
+        raise DecodeError(
+            Reason.ACTOR_ID_NOT_KEY, f"actor_id {batch.actor_id!r} is not key {key}'s"
+        )

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from redis.retry import Retry
 
+from ppomq.curve import server_from_settings
 from ppomq.envs import rollout_spec_for
 from ppomq.errors import UsageError
 from ppomq.metrics import LearnerMetrics
@@ -89,6 +90,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         max_bytes=settings.max_message_bytes,
     )
     _check_port_free(settings.rollout_bind)
+    curve = server_from_settings(settings)  # a bad key file: one line, exit 2, at start
     # Redis may come up after the learner (a pod started first): wait, bounded and logged,
     # rather than exit 4 and crash-loop.
     redis = wait_for_redis(settings.redis_url)
@@ -153,6 +155,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
             heartbeat_ivl_ms=settings.heartbeat_ivl_ms,
             heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
             max_message_bytes=settings.max_message_bytes,
+            curve=curve,
         ),
         spec=spec,
         out=batches,
@@ -174,7 +177,8 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
     loop.publish(stop)
     loop.checkpoint()  # a restart from here on always resumes, and its CSVs match the summary
     log.info("published version %d", loop.version)
-    log.info("receiving rollouts on %s", settings.rollout_bind)
+    log.info("receiving rollouts on %s%s", settings.rollout_bind,
+             f" (CURVE, allow-list {curve.allowed_dir})" if curve else "")  # fmt: skip
     receiver.start()
     receiver.ready.wait()
     if receiver.error is not None:

@@ -16,7 +16,8 @@ with 16 actors, 16 redundant sha256 passes over a 6.4 MiB CNN cost ~45 ms at p50
 A DEALER socket (not REQ) so that a lost reply never wedges the socket; after a timeout
 the socket is closed and recreated anyway ("lazy pirate"), so no stale request stays
 queued for a server that comes back. Given several endpoints (replicas), requests go
-round-robin among the connected ones.
+round-robin among the connected ones. With `curve` the socket is a CURVE client: a server
+that refuses its key never answers, and requests time out (`WeightsTimeoutError`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 import zmq
 
+from ppomq.curve import CurveClient, make_client
 from ppomq.proto import weights_rpc as protocol
 from ppomq.proto.weights import WeightsHeader, decode_weights
 
@@ -50,12 +52,14 @@ class WeightsClient:
         timeout_ms: int = 2000,
         verify: bool = False,
         context: zmq.Context | None = None,
+        curve: CurveClient | None = None,
     ) -> None:
         self.endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
         if not self.endpoints:
             raise ValueError("WeightsClient needs at least one endpoint")
         self.timeout_ms = timeout_ms
         self.verify = verify
+        self.curve = curve
         self._ctx = context or zmq.Context.instance()
         self._ids = itertools.count(1)
         self._sock: zmq.Socket | None = None
@@ -67,6 +71,8 @@ class WeightsClient:
         if self._sock is None:
             sock = self._ctx.socket(zmq.DEALER)
             sock.setsockopt(zmq.LINGER, 0)
+            if self.curve is not None:
+                make_client(sock, self.curve)
             for ep in self.endpoints:
                 sock.connect(ep)
             self._sock = sock

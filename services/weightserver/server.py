@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
+from ppomq.curve import CurveServer, ServerAuth, server_from_settings
 from ppomq.errors import UserError
 from ppomq.log import setup_logging
 from ppomq.proto import weights_rpc as protocol
@@ -286,6 +287,7 @@ class WeightServer:
         context: zmq.Context | None = None,
         max_wait_ms: int = protocol.MAX_WAIT_MS,
         max_parked: int = 10_000,
+        curve: CurveServer | None = None,
     ) -> None:
         self.run_id = run_id
         self.max_wait_ms = max_wait_ms
@@ -305,10 +307,14 @@ class WeightServer:
         self._router.setsockopt(zmq.LINGER, 0)
         # Requests are tiny; refuse anything big before it is buffered.
         self._router.setsockopt(zmq.MAXMSGSIZE, 64 * protocol.MAX_REQUEST_BYTES)
+        # CURVE (opt-in): only allow-listed actor keys get through the handshake.
+        self._auth = ServerAuth(self._router, curve) if curve is not None else None
         try:
             self._router.bind(bind)
         except zmq.ZMQError:
             self._router.close()
+            if self._auth is not None:
+                self._auth.release()
             raise
         self.endpoint = self._router.getsockopt(zmq.LAST_ENDPOINT).decode()
         self._wake = self._ctx.socket(zmq.PULL)
@@ -375,6 +381,8 @@ class WeightServer:
             self.follower.join(timeout=5)
         self._router.close()
         self._wake.close()
+        if self._auth is not None:
+            self._auth.release()
         for fd in (self._stop_r, self._stop_w):
             if fd >= 0:
                 os.close(fd)
@@ -528,12 +536,14 @@ def main(settings: WeightserverSettings) -> int:
     marked finished (by itself after FINISH_GRACE_S, or at a stop signal after the mark);
     stopped by a signal before that, 128 + the signal (143 for SIGTERM)."""
     setup_logging(settings.log_level, settings.log_json, "weightserver")
+    curve = server_from_settings(settings)  # a bad key file: one line, exit 2, at start
     try:
         server = WeightServer(
             redis_url=settings.redis_url,
             run_id=settings.run_id,
             bind=settings.bind,
             poll_interval_s=settings.poll_interval_s,
+            curve=curve,
         )
     except zmq.ZMQError as exc:
         raise UserError(f"cannot bind --bind {settings.bind}: {exc}") from None
@@ -546,10 +556,11 @@ def main(settings: WeightserverSettings) -> int:
         on_stop=server.stop,
     ) as stop:  # fmt: skip
         log.info(
-            "weightserver for run %r listening on %s (Redis %s)",
+            "weightserver for run %r listening on %s (Redis %s)%s",
             settings.run_id,
             server.endpoint,
             redact_url(settings.redis_url),
+            f", CURVE, allow-list {curve.allowed_dir}" if curve else "",
         )
         try:
             server.serve_forever()

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "status",
     "bench",
     "presets",
+    "keys",
 )
 
 

@@ -560,6 +560,11 @@ class _StopSignals:
 
 
 def run_train(settings: TrainSettings) -> int:
+    if settings.curve_server_cert or settings.curve_allowed_dir:
+        raise UsageError(
+            "CURVE (curve_server_cert / curve_allowed_dir) is not wired into `ppomq train` "
+            "yet: a local run stays on loopback; run `ppomq learner/weightserver/actor` for it"
+        )
     launcher = Launcher(settings)
     print(
         f"ppomq train: {settings.env_id}, {settings.mode} mode, {settings.actors} actor(s); "

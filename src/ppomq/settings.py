@@ -146,13 +146,44 @@ class TransportSettings(_Group):
     )
 
 
+class CurveServerSettings(_Group):
+    """CURVE on a binding socket (learner, weightserver); opt-in, README "Authentication"."""
+
+    curve_server_cert: str = Field(
+        "",
+        description="The server's secret certificate (ZeroMQ format, NAME.key_secret; "
+        "`ppomq keys generate` writes DIR/server.key_secret). Set together with "
+        "curve_allowed_dir; both empty: no CURVE (plain ZeroMQ, the default for now).",
+    )
+    curve_allowed_dir: str = Field(
+        "",
+        description="Directory of the public certificates (*.key) of the actors allowed in "
+        "(DIR/allowed); every other key is refused. Read at start.",
+    )
+
+
+class CurveClientSettings(_Group):
+    """CURVE on a connecting socket (actor); opt-in, README "Authentication"."""
+
+    curve_actor_cert: str = Field(
+        "",
+        description="This actor's secret certificate (DIR/actors/actor-I.key_secret); set "
+        "together with curve_server_public_cert; both empty: no CURVE.",
+    )
+    curve_server_public_cert: str = Field(
+        "",
+        description="The server's public certificate (DIR/server.key), shared by the learner "
+        "and the weightservers.",
+    )
+
+
 class WeightStoreSettings(_Group):
     keep_versions: int = Field(
         20, ge=1, description="Weight versions kept in Redis (plus protected ones)."
     )
 
 
-class WeightserverSettings(CommonSettings, RedisSettings):
+class WeightserverSettings(CommonSettings, RedisSettings, CurveServerSettings):
     """`ppomq weightserver`."""
 
     bind: str = Field("tcp://*:5556", description="Where the weightserver answers actors.")
@@ -297,6 +328,7 @@ class LearnerSettings(
     WeightStoreSettings,
     PPOSettings,
     RunSettings,
+    CurveServerSettings,
 ):
     """`ppomq learner`."""
 
@@ -340,7 +372,12 @@ class ActorLoopSettings(_Group):
 
 
 class ActorSettings(
-    PresetSettings, CommonSettings, EnvSettings, TransportSettings, ActorLoopSettings
+    PresetSettings,
+    CommonSettings,
+    EnvSettings,
+    TransportSettings,
+    ActorLoopSettings,
+    CurveClientSettings,
 ):
     """`ppomq actor`."""
 
@@ -560,6 +597,8 @@ def settings_snapshot(settings: BaseSettings, **extra: Any) -> dict[str, Any]:
 
 __all__ = [
     "CommonSettings",
+    "CurveClientSettings",
+    "CurveServerSettings",
     "EnvSettings",
     "PresetSettings",
     "RedisSettings",

@@ -15,6 +15,9 @@ needs, so that every service gets them right the same way:
 - `MAXMSGSIZE` on the receiver: a frame larger than `max_message_bytes` makes ZeroMQ drop
   the connection before the bytes are buffered. The cap is per frame; the codec checks
   the whole message against the same number (`RolloutSpec.max_bytes`).
+- CURVE (opt-in, `curve=`): the receiver is a CURVE server behind the process's ZAP
+  allow-list (ppomq.curve), the sender a CURVE client; `RolloutReceiver.authenticated`
+  then says every received frame carries its sender's key (`ppomq.curve.sender_key`).
 - bounded `LINGER`: `close()` returns at once and the process can exit; unsent messages
   are kept at most `linger_ms` (then dropped) rather than holding the exit. Delivery at
   close is best effort: libzmq can drop the last messages of a PUSH socket closed while
@@ -36,6 +39,7 @@ from typing import Any, Self
 
 import zmq
 
+from .curve import CurveClient, CurveServer, ServerAuth, make_client
 from .settings import TransportSettings
 
 _F = TransportSettings.model_fields
@@ -121,6 +125,7 @@ class RolloutSender(_SocketEnd):
         heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         linger_ms: int = DEFAULT_LINGER_MS,
+        curve: CurveClient | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.max_message_bytes = max_message_bytes
@@ -141,6 +146,8 @@ class RolloutSender(_SocketEnd):
                 # up with the heartbeat's patience instead of the OS's (minutes) or 30 s.
                 sock.setsockopt(zmq.CONNECT_TIMEOUT, heartbeat_timeout_ms)
                 sock.setsockopt(zmq.HANDSHAKE_IVL, heartbeat_timeout_ms)
+            if curve is not None:
+                make_client(sock, curve)
             sock.connect(endpoint)
         except BaseException:
             sock.close(linger=0)
@@ -149,7 +156,12 @@ class RolloutSender(_SocketEnd):
 
     @classmethod
     def from_settings(
-        cls, endpoint: str, settings: TransportSettings, *, linger_ms: int = DEFAULT_LINGER_MS
+        cls,
+        endpoint: str,
+        settings: TransportSettings,
+        *,
+        linger_ms: int = DEFAULT_LINGER_MS,
+        curve: CurveClient | None = None,
     ) -> RolloutSender:
         """A sender configured from the shared transport settings."""
         return cls(
@@ -159,6 +171,7 @@ class RolloutSender(_SocketEnd):
             heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
             max_message_bytes=settings.max_message_bytes,
             linger_ms=linger_ms,
+            curve=curve,
         )
 
     def send(self, frames: Sequence[Any], timeout_ms: int) -> bool:
@@ -211,8 +224,10 @@ class RolloutReceiver(_SocketEnd):
         heartbeat_timeout_ms: int = DEFAULT_HEARTBEAT_TIMEOUT_MS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         linger_ms: int = 0,
+        curve: CurveServer | None = None,
     ) -> None:
         sock = zmq.Context.instance().socket(zmq.PULL)
+        self._auth: ServerAuth | None = None
         try:
             _common_options(
                 sock,
@@ -224,15 +239,21 @@ class RolloutReceiver(_SocketEnd):
             sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
             if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
                 endpoint = endpoint[:-2] + ":*"  # ZeroMQ's spelling of "any free port"
+            if curve is not None:
+                self._auth = ServerAuth(sock, curve)
             sock.bind(endpoint)
             self.endpoint: str = sock.getsockopt_string(zmq.LAST_ENDPOINT)
         except BaseException:
             sock.close(linger=0)
+            if self._auth is not None:
+                self._auth.release()
             raise
         self._sock = sock
 
     @classmethod
-    def from_settings(cls, endpoint: str, settings: TransportSettings) -> RolloutReceiver:
+    def from_settings(
+        cls, endpoint: str, settings: TransportSettings, *, curve: CurveServer | None = None
+    ) -> RolloutReceiver:
         """A receiver configured from the shared transport settings."""
         return cls(
             endpoint,
@@ -240,7 +261,13 @@ class RolloutReceiver(_SocketEnd):
             heartbeat_ivl_ms=settings.heartbeat_ivl_ms,
             heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
             max_message_bytes=settings.max_message_bytes,
+            curve=curve,
         )
+
+    @property
+    def authenticated(self) -> bool:
+        """CURVE is on: every message comes from an allowed key, named in its User-Id."""
+        return self._auth is not None
 
     def recv(self, timeout_ms: int) -> list[zmq.Frame] | None:
         """The next message as zero-copy frames (feed them to `decode`), or None on timeout."""
@@ -257,6 +284,8 @@ class RolloutReceiver(_SocketEnd):
         if self._sock.closed:
             return
         self._sock.close()
+        if self._auth is not None:
+            self._auth.release()
         # ZeroMQ leaves the file behind; a stale one misleads whoever looks for a learner.
         path = self.endpoint.removeprefix("ipc://")
         if path != self.endpoint and not path.startswith("@"):  # "@": abstract, no file

@@ -18,7 +18,7 @@ from ppomq.proto.rollout import EpisodeStats
 from .badmsgs import MUTATIONS, Generator, HypothesisSource, RngSource
 from .factory import make_batch, make_spec, wire
 
-ROLLOUT_REASONS = set(Reason) - {Reason.STALE, Reason.CHECKSUM}
+ROLLOUT_REASONS = set(Reason) - {Reason.STALE, Reason.CHECKSUM, Reason.ACTOR_ID_NOT_KEY}
 
 
 def _assert_same(batch, out) -> None:

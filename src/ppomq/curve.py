@@ -1,0 +1,248 @@
+"""ZeroMQ CURVE on the data plane (opt-in): key files, the ZAP allow-list, the actor id rule.
+
+- The binding sides (learner PULL, weightserver ROUTER) are CURVE servers with the server's
+  secret certificate; a ZAP handler (pyzmq's `ThreadAuthenticator`, one per context) admits
+  only client keys whose public certificate is in the allow-list directory.
+- The connecting sides (actor PUSH, weights DEALER) are CURVE clients with their own secret
+  certificate and the server's public one.
+- Identity: libzmq stamps every message with the ZAP User-Id, which pyzmq's authenticator
+  sets to the client's Z85 public key. Under CURVE an actor's id ends with
+  `-k` + the first 10 hex digits of sha256(the raw 32-byte public key) (`key_suffix`), and
+  the learner refuses a batch whose id does not end with its sender's key suffix
+  (`actor_id_not_key`, proto/ROLLOUT.md "Authentication").
+
+Certificates are ZeroMQ's format (`zmq.auth.create_certificates`): NAME.key holds the
+public key, NAME.key_secret both keys. Every problem with them is a one-line UsageError.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.auth
+from zmq.utils import z85
+
+from .errors import UsageError
+
+KEY_SUFFIX_HEX = 10
+
+
+@dataclass(frozen=True)
+class CurveServer:
+    """What a binding socket needs: its key pair and the allow-list directory."""
+
+    public: bytes
+    secret: bytes
+    allowed_dir: str
+
+
+@dataclass(frozen=True)
+class CurveClient:
+    """What a connecting socket needs: its key pair and the server's public key."""
+
+    public: bytes
+    secret: bytes
+    server_public: bytes
+
+
+def key_suffix(public_z85: bytes | str) -> str:
+    """`-k` + the first 10 hex digits of sha256 of the raw 32-byte public key."""
+    if isinstance(public_z85, str):
+        public_z85 = public_z85.encode("ascii")
+    raw = z85.decode(public_z85)
+    return "-k" + hashlib.sha256(raw).hexdigest()[:KEY_SUFFIX_HEX]
+
+
+def actor_id_matches_key(actor_id: str, public_z85: bytes | str) -> bool:
+    try:
+        return actor_id.endswith(key_suffix(public_z85))
+    except (ValueError, TypeError):
+        return False
+
+
+def _check_z85(key: bytes | None, path: str, what: str) -> bytes:
+    try:
+        if key is None or len(key) != 40 or len(z85.decode(key)) != 32:
+            raise ValueError
+    except (ValueError, TypeError, KeyError):
+        raise UsageError(
+            f"{what} {path}: no valid CURVE {('secret' if 'secret' in what else 'public')} key "
+            "in it; write it again with `ppomq keys generate`"
+        ) from None
+    return key
+
+
+def _load(path: str, setting: str, *, secret: bool) -> tuple[bytes, bytes | None]:
+    what = f"{setting} file"
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(
+            f"{what} {path} not found; check --{setting.replace('_', '-')} "
+            "(`ppomq keys generate --out DIR` writes the keys)"
+        )
+    try:
+        public, sec = zmq.auth.load_certificate(p)
+    except OSError as exc:
+        raise UsageError(
+            f"{what} {path} cannot be read ({exc.strerror}); fix its permissions"
+        ) from None
+    except Exception:  # malformed: pyzmq raises ValueError, or worse on binary junk
+        raise UsageError(
+            f"{what} {path} is not a ZeroMQ certificate; write it again with `ppomq keys generate`"
+        ) from None
+    _check_z85(public, path, what)
+    if secret:
+        if sec is None:
+            raise UsageError(
+                f"{what} {path} holds no secret key (a public .key file?); "
+                "give the NAME.key_secret file"
+            )
+        _check_z85(sec, path, what + " (secret key)")
+    return public, sec
+
+
+def _half(names: tuple[str, str], values: tuple[str, str]) -> None:
+    if bool(values[0]) != bool(values[1]):
+        given, missing = (names[0], names[1]) if values[0] else (names[1], names[0])
+        raise UsageError(
+            f"CURVE is half configured: {given} is set but {missing} is not; set both "
+            f"(--{missing.replace('_', '-')} / PPOMQ_{missing.upper()}) or neither"
+        )
+
+
+def server_from_settings(settings: Any) -> CurveServer | None:
+    """The learner's / weightserver's CURVE config, None when both settings are unset."""
+    cert, allowed = settings.curve_server_cert, settings.curve_allowed_dir
+    _half(("curve_server_cert", "curve_allowed_dir"), (cert, allowed))
+    if not cert:
+        return None
+    public, secret = _load(cert, "curve_server_cert", secret=True)
+    d = Path(allowed)
+    if not d.is_dir():
+        raise UsageError(
+            f"curve_allowed_dir {allowed} is not a directory; point it at the allow-list "
+            "(`ppomq keys generate` writes DIR/allowed)"
+        )
+    certs = sorted(d.glob("*.key"))
+    if not certs:
+        raise UsageError(
+            f"curve_allowed_dir {allowed} holds no public certificate (*.key): every actor "
+            "would be refused; copy the actors' NAME.key files into it"
+        )
+    for c in certs:
+        _load(str(c), "curve_allowed_dir", secret=False)
+    assert secret is not None
+    return CurveServer(public=public, secret=secret, allowed_dir=str(d))
+
+
+def client_from_settings(settings: Any) -> CurveClient | None:
+    """The actor's CURVE config, None when both settings are unset."""
+    cert, server = settings.curve_actor_cert, settings.curve_server_public_cert
+    _half(("curve_actor_cert", "curve_server_public_cert"), (cert, server))
+    if not cert:
+        return None
+    public, secret = _load(cert, "curve_actor_cert", secret=True)
+    server_public, _ = _load(server, "curve_server_public_cert", secret=False)
+    assert secret is not None
+    return CurveClient(public=public, secret=secret, server_public=server_public)
+
+
+# --- sockets ---------------------------------------------------------------------------
+
+_auth_lock = threading.Lock()
+# context id -> [authenticator, allowed dir, users]
+_authenticators: dict[int, list[Any]] = {}
+
+
+def _acquire_authenticator(ctx: zmq.Context[Any], allowed_dir: str) -> None:
+    from zmq.auth.thread import ThreadAuthenticator
+
+    with _auth_lock:
+        entry = _authenticators.get(id(ctx))
+        if entry is not None:
+            if entry[1] != allowed_dir:
+                raise ValueError(
+                    f"one ZAP allow-list per context: {entry[1]} already, not {allowed_dir}"
+                )
+            entry[2] += 1
+            return
+        # libzmq frees an inproc name asynchronously after close: an authenticator stopped
+        # a moment ago (a receiver closed and reopened) may still hold the ZAP endpoint.
+        deadline = time.monotonic() + 5.0
+        while True:
+            auth = ThreadAuthenticator(ctx)
+            try:
+                auth.start()
+                break
+            except zmq.ZMQError as exc:
+                if auth.zap_socket is not None:
+                    auth.zap_socket.close(linger=0)
+                    auth.zap_socket = None  # type: ignore[assignment]
+                if exc.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        auth.configure_curve(domain="*", location=allowed_dir)
+        _authenticators[id(ctx)] = [auth, allowed_dir, 1]
+
+
+def _release_authenticator(ctx: zmq.Context[Any]) -> None:
+    with _auth_lock:
+        entry = _authenticators.get(id(ctx))
+        if entry is None:
+            return
+        entry[2] -= 1
+        if entry[2] <= 0:
+            del _authenticators[id(ctx)]
+            entry[0].stop()
+
+
+class ServerAuth:
+    """Makes a binding socket a CURVE server behind the context's ZAP allow-list;
+    `release()` (once) at the socket's close."""
+
+    def __init__(self, sock: zmq.Socket[Any], curve: CurveServer) -> None:
+        self._ctx = sock.context
+        _acquire_authenticator(self._ctx, curve.allowed_dir)  # before bind: no gap
+        self._released = False
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+        sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+        sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+
+    def release(self) -> None:
+        if not self._released:
+            self._released = True
+            _release_authenticator(self._ctx)
+
+
+def make_client(sock: zmq.Socket[Any], curve: CurveClient) -> None:
+    """Make a connecting socket a CURVE client (before connect)."""
+    sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
+    sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+
+
+def sender_key(frame: Any) -> str | None:
+    """The authenticated client key (Z85) of a received zero-copy frame, None if none."""
+    try:
+        return frame.get("User-Id")
+    except (zmq.ZMQError, AttributeError):
+        return None
+
+
+__all__ = [
+    "CurveClient",
+    "CurveServer",
+    "ServerAuth",
+    "actor_id_matches_key",
+    "client_from_settings",
+    "key_suffix",
+    "make_client",
+    "sender_key",
+    "server_from_settings",
+]
