@@ -14,6 +14,7 @@ from .rollout import (
     SeqTracker,
     decode,
     encode,
+    peek_sender,
 )
 from .weights import (
     WEIGHTS_SCHEMA,
@@ -42,5 +43,6 @@ __all__ = [
     "encode",
     "encode_weights",
     "pack_weights",
+    "peek_sender",
     "unpack_tensors",
 ]

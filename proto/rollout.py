@@ -26,9 +26,9 @@ import numpy as np
 
 from .errors import DecodeError, Reason
 
-ROLLOUT_SCHEMA = "ppomq.rollout/1.0"
+ROLLOUT_SCHEMA = "ppomq.rollout/1.1"
 ROLLOUT_FAMILY = "ppomq.rollout"
-ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 0
+ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 1  # 1.1: optional `sent`
 
 # The wire dtypes. All multi-byte types are little-endian on the wire.
 ALLOWED_DTYPES: frozenset[str] = frozenset(
@@ -212,6 +212,9 @@ class RolloutBatch:
     episodes: EpisodeStats = field(default_factory=EpisodeStats)
     created_ns: int = 0
     nbytes: int = 0
+    # Batches this actor incarnation has sent, this one included (1.1, optional): the
+    # learner's rollout ledger compares it with what it received. None: not carried.
+    sent: int | None = None
 
 
 class SeqTracker:
@@ -237,6 +240,10 @@ class SeqTracker:
         self._last.move_to_end(actor_id)
         if len(self._last) > self._max:
             self._last.popitem(last=False)
+
+    def forget(self, actor_id: str) -> None:
+        """Drop an actor the learner no longer keeps state for (bounded per-actor state)."""
+        self._last.pop(actor_id, None)
 
     def __len__(self) -> int:
         return len(self._last)
@@ -298,29 +305,30 @@ def encode(batch: RolloutBatch) -> list[Any]:
     tkey = tuple(key)
     table = _TABLE_CACHE.get(tkey) or _pack_table(tkey)
     ep = batch.episodes
-    # A msgpack map is a count and then key/value pairs, so the header is the 9 scalar
-    # fields packed as a map (count byte swapped from 9 to 11), then the two big values.
-    head = _packb(
-        {
-            "schema": ROLLOUT_SCHEMA,
-            "run_id": batch.run_id,
-            "actor_id": batch.actor_id,
-            # index(): numpy integers are welcome, floats are not
-            "seq": index(batch.seq),
-            "policy_version": index(batch.policy_version),
-            "created_ns": index(batch.created_ns),
-            "env_id": batch.env_id,
-            "num_envs": index(batch.num_envs),
-            "num_steps": index(batch.num_steps),
-        }
-    )
+    # A msgpack map is a count and then key/value pairs, so the header is the 9 (10 with
+    # `sent`) scalar fields packed as a map (count byte raised by 2), then the two big values.
+    scalars = {
+        "schema": ROLLOUT_SCHEMA,
+        "run_id": batch.run_id,
+        "actor_id": batch.actor_id,
+        # index(): numpy integers are welcome, floats are not
+        "seq": index(batch.seq),
+        "policy_version": index(batch.policy_version),
+        "created_ns": index(batch.created_ns),
+        "env_id": batch.env_id,
+        "num_envs": index(batch.num_envs),
+        "num_steps": index(batch.num_steps),
+    }
+    if batch.sent is not None:
+        scalars["sent"] = index(batch.sent)
+    head = _packb(scalars)
     episodes_map = {"returns": ep.returns, "lengths": ep.lengths}
     try:
         episodes = _packb(episodes_map)
     except TypeError:  # numpy scalars in the lists: the slower packer that converts them
         episodes = msgpack.packb(episodes_map, use_bin_type=True, default=_np_scalar)
     frames[0] = b"".join(
-        (b"\x8b", memoryview(head)[1:], _ARRAYS_KEY, table, _EPISODES_KEY, episodes)
+        (bytes((head[0] + 2,)), memoryview(head)[1:], _ARRAYS_KEY, table, _EPISODES_KEY, episodes)
     )
     return frames
 
@@ -480,6 +488,9 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
         and t >= 1
     ):
         _header_fields(h)
+    sent = h.get("sent")
+    if sent is not None and (type(sent) is not int or sent < 1):
+        raise _fail(Reason.HEADER_INVALID, "sent must be an int >= 1")
     stats = _episodes(episodes, t * n)
     # 4. header against the spec
     if run_id != spec.run_id:
@@ -552,8 +563,25 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
             arrays[name] = flat.reshape(shape) if len(shape) != 1 else flat
     # Positional: keyword passing costs a measurable share of a 40 us decode.
     return RolloutBatch(
-        run_id, actor_id, seq, version, env_id, n, t, arrays, stats, created_ns, total
+        run_id, actor_id, seq, version, env_id, n, t, arrays, stats, created_ns, total, sent
     )
+
+
+def peek_sender(frames: Sequence[Any]) -> tuple[str, int | None] | None:
+    """(actor_id, sent) from a message `decode` refused, when its header names its sender
+    (a msgpack map with a str `actor_id` of at most 256 chars); None otherwise. For the
+    learner's ledger only: the id is as claimed, nothing else of the message is trusted."""
+    try:
+        if len(frames) < 1 or memoryview(frames[0]).nbytes > MAX_HEADER_BYTES:
+            return None
+        h = msgpack.unpackb(frames[0])
+    except Exception:
+        return None
+    actor_id = h.get("actor_id") if type(h) is dict else None
+    if type(actor_id) is not str or not actor_id or len(actor_id) > MAX_ID_LEN:
+        return None
+    sent = h.get("sent")
+    return actor_id, sent if type(sent) is int and sent >= 1 else None
 
 
 def _check_box(flat: np.ndarray, space: ActionSpace) -> None:

@@ -149,6 +149,7 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
                 # Start-up time is measured to here (benchmarks/e2e.py reads this line).
                 log.info("first env step at unix %.6f", time.time())
             batch = runner.sample(policy, policy_version=version, seq=seq)
+            batch.sent = seq + 1  # rollout ledger (ROLLOUT.md `sent`): sent, this one included
             beat()
             frames = encode(batch)
             # Short waits, for the same reason: a learner that has finished takes no batch.

@@ -66,7 +66,8 @@ def finish_run(
         "mode": settings.mode,
         # The actors that trained (an accepted batch each), not the --actors hint: under
         # `compose --scale actor=4` or an HPA the hint says nothing of what ran.
-        "actors": sum(1 for a in loop.actors.values() if a.get("accepted", 0)),
+        # Counted by the ledger: actors forgotten since (bounded state) still count.
+        "actors": loop.ledger.totals["actors_trained"],
         "actors_hint": settings.actors,
         "run_id": settings.run_id,
         # Accepted batches only; refused (stale ...) batches' env steps are discarded.
@@ -94,7 +95,7 @@ def finish_run(
         "final_mean_return_20": loop.recorder.mean_return,
         "final_eval_return": eval_return,
         "episodes": loop.recorder.episodes,
-        # Every actor incarnation that sent a batch (a restarted actor has a new id).
+        # The actor incarnations kept (a restarted actor has a new id; bounded as the ledger).
         "actors_seen": {
             k: {
                 "batches": v["batches"],
@@ -105,6 +106,9 @@ def finish_run(
             for k, v in sorted(loop.actors.items())
         },
         "learner_restarts": loop.restarts,
+        # Per actor kept (bounded: --max-actors, --forget-actor-after-s) and totals of every
+        # actor seen: sent = received + lost_in_flight, received = accepted + rejected.
+        "ledger": loop.ledger.summary(),
     }
     with stop.shielded() if stop is not None else nullcontext():
         loop.recorder.write_json("summary.json", summary)

@@ -27,6 +27,7 @@ from ppomq.signals import WarmStop
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
+from .ledger import RolloutLedger
 from .roster import ActorRoster
 from .staleness import StalenessGate
 from .trainer import PPOTrainer
@@ -34,8 +35,9 @@ from .trainer import PPOTrainer
 log = logging.getLogger("ppomq.learner")
 
 CKPT_NAME = "checkpoints/ckpt.pt"
-# `ppomq status` lists actors heard from within this long; the summary keeps every actor.
-STATUS_FORGET_S = 300.0
+# While no update comes (no admissible batch), counts still reach Redis and /metrics this
+# often: rejects must be visible while the learner is stalled.
+COUNTS_EVERY_S = 1.0
 # Publish retries while Redis is away: short waits, so training resumes within about a
 # second of Redis coming back, and a stop signal is never held up for long.
 PUBLISH_BACKOFF = ExponentialBackoff(cap=1.0, base=0.05)
@@ -90,7 +92,19 @@ class LearnerLoop:
         self.wall_offset = 0.0
         self.start = time.monotonic()
         self.start_unix = time.time()  # the same instant on the Unix clock, for benchmarks
+        # Per-actor state (this dict, the ledger's rows, the roster, the seqs) is bounded:
+        # the ledger decides which actors are kept (--max-actors, --forget-actor-after-s).
         self.actors: dict[str, dict[str, Any]] = {}
+        self.ledger = RolloutLedger(
+            max_actors=settings.max_actors, forget_after_s=settings.forget_actor_after_s
+        )
+        # The receiving thread (snapshot(), drain_attributed()), when the service has one.
+        self.receiver: Any = None
+        self._last_counts = 0.0
+        # The status's `updated_at`: the last update (the learner's liveness probe reads it),
+        # not the last write: counts are written every second, updates or not.
+        self.updated_at = time.time()
+        self._status_warned = 0.0
         # The receiving thread's counts of this incarnation, plus those of earlier ones.
         self.decode_rejects: dict[str, int] = {}
         self.decode_rejects_before: Counter[str] = Counter()
@@ -148,6 +162,9 @@ class LearnerLoop:
         does anything it says count: env steps, episodes, its actor's `seq`."""
         steps = batch.num_steps * batch.num_envs
         self.produced_batches += 1
+        admitted = self._gate(batch)
+        outcome = "accepted" if admitted else self._refusal
+        self._forget(self.ledger.note(batch.actor_id, outcome, sent=batch.sent))
         self.roster.heard(batch.actor_id)
         a = self.actors.setdefault(batch.actor_id, {"batches": 0, "env_steps": 0})
         a.update(
@@ -156,13 +173,6 @@ class LearnerLoop:
             age=self.version - batch.policy_version,
             batches=a["batches"] + 1,
         )
-        try:
-            # Again here, not only at the door: two queued batches of one actor.
-            self.seqs.check(batch.actor_id, batch.seq)
-            admitted = self.gate.admit(self.version, batch.policy_version)
-        except DecodeError:
-            self.gate.rejected[Reason.SEQ_NOT_INCREASING.label] += 1
-            admitted = False
         if not admitted:
             self.discarded_env_steps += steps
             a["discarded_env_steps"] = a.get("discarded_env_steps", 0) + steps
@@ -178,6 +188,52 @@ class LearnerLoop:
         a["accepted"] = a.get("accepted", 0) + 1
         a["env_steps"] += steps
         return True
+
+    def _gate(self, batch: RolloutBatch) -> bool:
+        """The seq check and the staleness gate; a refusal's ledger outcome in _refusal."""
+        try:
+            # Again here, not only at the door: two queued batches of one actor.
+            self.seqs.check(batch.actor_id, batch.seq)
+        except DecodeError:
+            self.gate.rejected[Reason.SEQ_NOT_INCREASING.label] += 1
+            self._refusal = "duplicate"
+            return False
+        self._refusal = "stale" if batch.policy_version <= self.version else "future_version"
+        return self.gate.admit(self.version, batch.policy_version)
+
+    def _forget(self, actor_ids: list[str]) -> None:
+        """Drop every per-actor state of actors the ledger no longer keeps."""
+        for actor_id in actor_ids:
+            self.actors.pop(actor_id, None)
+            self.roster.drop(actor_id)
+            self.seqs.forget(actor_id)
+
+    def poll_receiver(self) -> None:
+        """The receiving thread's reject counts, and its refused messages that named their
+        sender into the ledger (a door `seq_not_increasing` is a duplicate there)."""
+        if self.receiver is None:
+            return
+        _, self.decode_rejects = self.receiver.snapshot()
+        for actor_id, reason, sent in self.receiver.drain_attributed():
+            outcome = "duplicate" if reason == Reason.SEQ_NOT_INCREASING.label else reason
+            self._forget(self.ledger.note(actor_id, outcome, sent=sent))
+
+    def publish_counts(self, *, force: bool = False) -> None:
+        """At most every COUNTS_EVERY_S (or now, `force`): forget quiet actors, and put the
+        counts (rejects, ledger) on /metrics and in Redis's status, updates or not."""
+        now = time.monotonic()
+        if not force and now - self._last_counts < COUNTS_EVERY_S:
+            return
+        self._last_counts = now
+        self.poll_receiver()
+        self._forget(self.ledger.prune())
+        self.metrics.record_counts(
+            accepted=self.gate.accepted,
+            rejects=self.rejects(),
+            discarded_env_steps=self.discarded_env_steps,
+            ledger=self.ledger.totals_view(),
+        )
+        self.write_status()
 
     def collect(self, stop: WarmStop) -> list[RolloutBatch]:
         """Admitted batches for one update.
@@ -204,6 +260,8 @@ class LearnerLoop:
                         arrived.append(self.batches.get_nowait())
             except queue.Empty:
                 pass
+            self.poll_receiver()
+            self.publish_counts()
             now = time.monotonic()
             for batch in arrived:
                 if self._admit(batch):
@@ -292,7 +350,8 @@ class LearnerLoop:
             sps=row["charts/SPS"],
             mean_return=self.recorder.mean_return,
         )
-        self.write_status()
+        self.updated_at = time.time()
+        self.publish_counts(force=True)
         if time.monotonic() - self._last_checkpoint >= self.s.checkpoint_interval_s:
             self.checkpoint()
         return True
@@ -318,26 +377,33 @@ class LearnerLoop:
             "mode": self.s.mode,
             "max_staleness": self.s.max_staleness,
             "live_actors": len(self.roster.live()),
+            # Totals of every actor ever seen; per actor in the `actors` hash (bounded).
+            "ledger": self.ledger.totals_view(),
+            "max_actors": self.s.max_actors,
+            "forget_actor_after_s": self.s.forget_actor_after_s,
             "learner_restarts": self.restarts,
-            "updated_at": time.time(),
+            "updated_at": self.updated_at,  # the last update (or the start)
+            "counts_at": time.time(),  # rejects and the ledger: at most a second old
         }
         try:
             # One transaction: `ppomq status` never reads the actors between DEL and HSET.
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.stats, json.dumps(status))
-            self.roster.forget(STATUS_FORGET_S)  # bounded however many actors came and went
-            now = time.time()
+            # The kept actors only (bounded: forgotten and dropped ones leave the hash),
+            # each with its ledger row.
+            rows = self.ledger.actors
             recent = {
-                k: json.dumps(v)
+                k: json.dumps(dict(v, ledger=rows[k]) if k in rows else v)
                 for k, v in self.actors.items()
-                if now - v["last_seen"] <= STATUS_FORGET_S
             }
-            pipe.delete(self.keys.actors)  # actors gone for long leave `ppomq status`
+            pipe.delete(self.keys.actors)
             if recent:
                 pipe.hset(self.keys.actors, mapping=recent)
             pipe.execute()
         except Exception as exc:  # Redis blips must not stop training
-            log.warning("could not write status to Redis: %s", exc)
+            if time.monotonic() - self._status_warned > 10.0:  # written every second
+                self._status_warned = time.monotonic()
+                log.warning("could not write status to Redis: %s", exc)
 
     def checkpoint(self) -> Path:
         """Everything a restarted learner needs to go on as if it had not stopped: the
@@ -359,6 +425,7 @@ class LearnerLoop:
                 "decode_rejects": dict(Counter(self.decode_rejects) + self.decode_rejects_before),
                 "gate": self.gate.get_state(),
                 "actors": self.actors,
+                "ledger": self.ledger.get_state(),
                 "recorder": rec.get_state(),
             },
             "run_id": self.s.run_id,
@@ -386,7 +453,17 @@ class LearnerLoop:
         self.phase_totals = Counter(c.get("phase_totals", {}))
         self.decode_rejects_before = Counter(c.get("decode_rejects", {}))
         self.gate.set_state(c.get("gate", {}))
-        self.actors = dict(c.get("actors", {}))
+        actors = dict(c.get("actors", {}))
+        if "ledger" in c:
+            self.ledger.set_state(c["ledger"])
+        else:  # a checkpoint from before the ledger: its actors, as far as they say
+            recent = sorted(actors.items(), key=lambda kv: kv[1].get("last_seen", 0.0))
+            self.ledger.set_state({"actors": [
+                [k, {"received": int(v.get("batches", 0)), "accepted": int(v.get("accepted", 0)),
+                     "last_seen": float(v.get("last_seen", 0.0))}] for k, v in recent
+            ]})  # fmt: skip
+        # Bounded: only the actors the ledger keeps (a checkpoint under a larger cap).
+        self.actors = {k: v for k, v in actors.items() if k in self.ledger.actors}
         self.recorder.set_state(c.get("recorder", {}), env_steps=self.env_steps)
 
 

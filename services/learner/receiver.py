@@ -13,14 +13,19 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
 from ppomq.curve import actor_id_matches_key, sender_key
 from ppomq.proto import DecodeError, Reason, RolloutBatch, RolloutSpec, SeqTracker, decode
+from ppomq.proto.rollout import peek_sender  # the rollout ledger's
 
 log = logging.getLogger(__name__)
+
+# Refused messages whose header names a sender, kept for the loop's rollout ledger until it
+# drains them (every ~50 ms); beyond this many, a flood's are counted by reason only.
+MAX_ATTRIBUTED = 4096
 
 
 class BatchReceiver(threading.Thread):
@@ -50,11 +55,21 @@ class BatchReceiver(threading.Thread):
         self._rejects: Counter[str] = Counter()
         self._received = 0
         self._last_warn = 0.0
+        # (actor_id, reason, sent) of refused messages, for the rollout ledger.
+        self._attributed: deque[tuple[str, str, int | None]] = deque(maxlen=MAX_ATTRIBUTED)
 
     def snapshot(self) -> tuple[int, dict[str, int]]:
         """(valid batches received, rejects by reason) — safe from any thread."""
         with self._lock:
             return self._received, dict(self._rejects)
+
+    def drain_attributed(self) -> list[tuple[str, str, int | None]]:
+        """(actor_id, reason, sent) of each refused message that named its sender since
+        the last call — safe from any thread."""
+        with self._lock:
+            out = list(self._attributed)
+            self._attributed.clear()
+        return out
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -80,8 +95,11 @@ class BatchReceiver(threading.Thread):
                     if authenticated:
                         _check_key(batch, frames)
                 except DecodeError as exc:
+                    sender = peek_sender(frames)
                     with self._lock:
                         self._rejects[exc.reason.label] += 1
+                        if sender is not None:
+                            self._attributed.append((sender[0], exc.reason.label, sender[1]))
                     self._warn(exc)
                     continue
                 with self._lock:

@@ -80,3 +80,8 @@ class ActorRoster:
             del self._last_heard[actor_id]
             self._silent.discard(actor_id)
         return gone
+
+    def drop(self, actor_id: str) -> None:
+        """Forget one actor (the learner no longer keeps state for it)."""
+        self._last_heard.pop(actor_id, None)
+        self._silent.discard(actor_id)

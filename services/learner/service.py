@@ -147,7 +147,8 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         threshold = gym.spec(settings.env_id.rpartition(":")[2]).reward_threshold
     recorder = RunRecorder(run_dir, solve_threshold=threshold)
     batches: queue.Queue[RolloutBatch] = queue.Queue(maxsize=settings.queue_batches)
-    seqs = SeqTracker()  # checked by the receiver, recorded by the loop on acceptance
+    # Checked by the receiver, recorded by the loop on acceptance; bounded as the ledger is.
+    seqs = SeqTracker(max_actors=settings.max_actors)
     receiver = BatchReceiver(
         make_socket=lambda: RolloutReceiver(
             settings.rollout_bind,
@@ -172,6 +173,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         metrics=LearnerMetrics(),  # exported on --metrics-port
         seqs=seqs,
     )
+    loop.receiver = receiver  # its counts and refused senders reach the ledger and status
     resume(loop, ckpt, new_run=new_run)
     redis.delete(loop.keys.finished)  # this run is going on: no longer finished
     loop.publish(stop)
@@ -187,7 +189,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
     finished = False
     try:
         while not stop.requested and not loop.done():
-            _, loop.decode_rejects = receiver.snapshot()
+            loop.poll_receiver()
             if not loop.step(stop):
                 continue
             if time.monotonic() - last_log > 2.0:
@@ -210,7 +212,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         with stop.shielded():
             receiver.stop()
             receiver.join(timeout=5)
-            _, loop.decode_rejects = receiver.snapshot()
+            loop.poll_receiver()
             loop.checkpoint()
             loop.write_status()
             recorder.close()

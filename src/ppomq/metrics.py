@@ -192,6 +192,26 @@ class LearnerMetrics:
                 **kw,
             )
         )
+        # The rollout ledger's totals (every actor ever seen); no per-actor labels: actor
+        # ids are unbounded, so is a label set over them.
+        self._ledger = {
+            key: _Totals(Counter(f"ppomq_learner_ledger_{key}", help_, **kw))
+            for key, help_ in (
+                ("sent", "Batches actors say they sent (the `sent` of their last header)"),
+                ("received", "Messages of identifiable actors that reached the learner"),
+                ("duplicates", "Batches refused for a seq not above the last accepted one"),
+                ("actors_forgotten", "Actors forgotten after --forget-actor-after-s of quiet"),
+                ("actors_dropped_over_cap", "Actors dropped beyond --max-actors"),
+            )
+        }
+        self.lost_in_flight = Gauge(
+            "ppomq_learner_ledger_lost_in_flight",
+            "Batches sent but never received: actor killed mid-send, partition, learner restart",
+            **kw,
+        )
+        self.actors_tracked = Gauge(
+            "ppomq_learner_actors_tracked", "Actors the learner keeps per-actor state for", **kw
+        )
         self._phase = _Totals(
             Counter(
                 "ppomq_learner_phase_seconds",
@@ -226,6 +246,26 @@ class LearnerMetrics:
             self.sps.set(sps)
         if mean_return is not None:
             self.mean_return.set(mean_return)
+
+    def record_counts(
+        self,
+        *,
+        accepted: int,
+        rejects: Mapping[str, int],
+        discarded_env_steps: int = 0,
+        ledger: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The counts that move without an update (rejects while stalled): the learner
+        calls this at least every second, updates or not."""
+        self._accepted.set_total(accepted)
+        self._discarded.set_total(discarded_env_steps)
+        for reason, n in rejects.items():
+            self._rejected.set_total(n, str(reason))
+        if ledger:
+            for key, totals in self._ledger.items():
+                totals.set_total(ledger.get(key, 0))
+            self.lost_in_flight.set(ledger.get("lost_in_flight", 0))
+            self.actors_tracked.set(ledger.get("actors_tracked", 0))
 
 
 class ActorMetrics:

@@ -336,11 +336,30 @@ class LearnerSettings(
     queue_batches: int = Field(
         4, ge=1, description="Decoded batches buffered between receiving and training."
     )
+    # Per-actor state is bounded (issue 17): forged or churning actor ids cannot grow it.
+    forget_actor_after_s: float = Field(
+        600.0,
+        gt=0,
+        description="Forget an actor not heard from for this long (at least --actor-timeout-s): "
+        "its row in the rollout ledger, `ppomq status` and Redis's actors hash, and its seq; "
+        "the ledger's totals keep counting it (actors_forgotten).",
+    )
+    max_actors: int = Field(
+        1024,
+        ge=1,
+        description="Actors the learner keeps per-actor state for; beyond it the least "
+        "recently heard one is dropped (counted as actors_dropped_over_cap, totals kept).",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> LearnerSettings:
         if self.mode == "sync" and self.max_staleness != 0:
             object.__setattr__(self, "max_staleness", 0)
+        if self.forget_actor_after_s < self.actor_timeout_s:
+            raise ValueError(
+                f"forget_actor_after_s {self.forget_actor_after_s:g} is below actor_timeout_s "
+                f"{self.actor_timeout_s:g}: a live actor would be forgotten; raise it"
+            )
         if self.max_staleness >= self.keep_versions:
             raise ValueError(
                 f"max_staleness {self.max_staleness} needs at least {self.max_staleness + 1} "

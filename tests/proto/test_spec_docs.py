@@ -42,7 +42,7 @@ def test_rollout_md_example_decodes_to_the_batch_it_describes():
         env_id="CartPole-v1",
     )
     batch = decode(frames, spec)
-    assert (batch.actor_id, batch.seq, batch.policy_version) == ("a0", 7, 3)
+    assert (batch.actor_id, batch.seq, batch.policy_version, batch.sent) == ("a0", 7, 3, 8)
     assert batch.created_ns == 1_700_000_000_000_000_000
     assert batch.episodes == EpisodeStats([2.0], [2])
     arrays = batch.arrays
@@ -62,6 +62,7 @@ def test_rollout_md_example_decodes_to_the_batch_it_describes():
         arrays={k: np.array(v) for k, v in arrays.items()},
         episodes=EpisodeStats([2.0], [2]),
         created_ns=1_700_000_000_000_000_000,
+        sent=8,
     )
     assert [np.asarray(f).tobytes() if not isinstance(f, bytes) else f for f in encode(again)] == (
         frames

@@ -34,6 +34,7 @@ def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str,
     release, a hand-edited key): one bad field must not hide every other actor."""
     try:
         a = json.loads(raw)
+        led = a.get("ledger") or {}
         return {
             "actor_id": actor_id,
             "last_seen_s_ago": round(now - float(a["last_seen"]), 1),
@@ -41,6 +42,14 @@ def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str,
             "policy_age": version - int(a["policy_version"]),
             "batches": int(a["batches"]),
             "env_steps": int(a["env_steps"]),
+            # The rollout ledger's row (a learner of an older release writes none).
+            "sent": led.get("sent"),
+            "received": int(led.get("received", 0)),
+            "accepted": int(led.get("accepted", 0)),
+            "rejected": int(led.get("stale", 0))
+            + int(led.get("duplicates", 0))
+            + sum(int(n) for n in (led.get("invalid") or {}).values()),
+            "lost_in_flight": int(led.get("lost_in_flight", 0)),
         }
     except (ValueError, TypeError, KeyError):
         return None
@@ -68,7 +77,9 @@ def read_status(
             f"no status for run {run_id!r}: no learner has reported; check --run-id"
         )
     status = json.loads(raw)
-    now = float(status["updated_at"]) if as_of_last_update else time.time()
+    # `counts_at`: the learner's last write (every second); `updated_at`: its last update.
+    last_write = float(status.get("counts_at", status["updated_at"]))
+    now = last_write if as_of_last_update else time.time()
     live: list[dict[str, Any]] = []
     hidden: list[dict[str, Any]] = []
     unreadable: list[str] = []
@@ -139,18 +150,35 @@ def _run(args: argparse.Namespace) -> int:
     if source == PERSISTED:
         print(f"not running: read from the Redis data it persisted in {args.run_dir}")
     print(f"rejects by reason: {status['rejects'] or 'none'}")
+    ledger = status.get("ledger")
+    if ledger:
+        print(
+            f"ledger: sent {ledger['sent']:,}, received {ledger['received']:,} (accepted "
+            f"{ledger['accepted']:,}, rejected {ledger['rejected']:,}: stale {ledger['stale']:,}, "
+            f"duplicates {ledger['duplicates']:,}, invalid {ledger['invalid'] or 'none'}), "
+            f"lost in flight {ledger['lost_in_flight']:,} (actor killed mid-send, partition, "
+            "learner restart)"
+        )
+        print(
+            f"actors tracked {ledger['actors_tracked']:,} of at most {status.get('max_actors')}, "
+            f"forgotten {ledger['actors_forgotten']:,} (quiet > "
+            f"{status.get('forget_actor_after_s')} s), dropped over the cap "
+            f"{ledger['actors_dropped_over_cap']:,}"
+        )
     if source == PERSISTED:
         print(f"{len(status['actors'])} actor(s) at its end (last seen: before its last update)")
     else:
         print(f"{len(status['actors'])} live actor(s)")
     print_table(
-        ["actor", "last seen", "policy v", "age", "batches"],
+        ["actor", "last seen", "policy v", "age", "batches", "sent", "accepted", "rejected",
+         "lost"],
         [
             [a["actor_id"], f"{a['last_seen_s_ago']:.1f} s", a["policy_version"],
-             a["policy_age"], a["batches"]]
+             a["policy_age"], a["batches"], "-" if a["sent"] is None else a["sent"],
+             a["accepted"], a["rejected"], a["lost_in_flight"]]
             for a in status["actors"]
         ],
-        right={1, 2, 3, 4},
+        right={1, 2, 3, 4, 5, 6, 7, 8},
     )  # fmt: skip
     if status["hidden_actors"]:
         print(

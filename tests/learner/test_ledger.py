@@ -1,0 +1,152 @@
+"""The rollout ledger (services/learner/ledger.py) alone, and kept by a LearnerLoop fed real
+batches: it adds up, it is bounded, and its counts are published while no update comes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import threading
+import time
+
+from prometheus_client import CollectorRegistry
+
+from ppomq.commands.status import read_status
+from ppomq.learner.ledger import RolloutLedger
+from ppomq.metrics import LearnerMetrics
+from ppomq.signals import WarmStop
+from ppomq.weightserver.keys import RunKeys
+
+from .test_loop import _sample, _setup
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _adds_up(t: dict) -> None:
+    assert t["received"] == t["accepted"] + t["stale"] + t["duplicates"] + sum(
+        t["invalid"].values()
+    )
+
+
+def test_ledger_adds_up_and_names_what_was_lost_in_flight():
+    led = RolloutLedger(clock=_Clock())
+    led.note("a", "accepted", sent=1)
+    led.note("a", "stale", sent=2)
+    led.note("a", "accepted", sent=5)  # 3 and 4 never arrived
+    led.note("a", "duplicate", sent=6)
+    led.note("b", "run_id", sent=1)  # invalid, but its header named its sender
+    led.note("old", "accepted")  # a 1.0 actor: no `sent`, nothing claimed lost
+    row = led.actors["a"]
+    assert (row["sent"], row["received"], row["lost_in_flight"]) == (6, 4, 2)
+    assert (row["accepted"], row["stale"], row["duplicates"]) == (2, 1, 1)
+    t = led.totals_view()
+    _adds_up(t)
+    assert t["sent"] == 6 + 1 and t["lost_in_flight"] == 2 and t["invalid"] == {"run_id": 1}
+    assert t["rejected"] == 3 and t["actors_trained"] == 2 and t["actors_seen"] == 3
+    assert "learner restart" in led.summary()["lost_in_flight_means"]
+
+
+def test_forgotten_and_dropped_actors_leave_the_rows_but_not_the_totals():
+    clock = _Clock()
+    led = RolloutLedger(max_actors=3, forget_after_s=60.0, clock=clock)
+    dropped = []
+    for i in range(10):
+        dropped += led.note(f"f{i}", "stale", sent=1)
+    assert dropped == [f"f{i}" for i in range(7)] and list(led.actors) == ["f7", "f8", "f9"]
+    clock.t += 30
+    led.note("f9", "stale", sent=2)
+    clock.t += 45  # f7, f8 quiet for 75 s; f9 for 45 s
+    assert led.prune() == ["f7", "f8"] and list(led.actors) == ["f9"]
+    t = led.totals_view()
+    assert t["actors_dropped_over_cap"] == 7 and t["actors_forgotten"] == 2
+    assert t["received"] == 11 and t["stale"] == 11 and t["sent"] == 11
+    assert t["actors_tracked"] == 1 and t["actors_seen"] == 10
+    again = RolloutLedger(max_actors=3, clock=clock)
+    again.set_state(json.loads(json.dumps(led.get_state())))
+    assert again.totals_view() == t and again.actors == led.actors
+
+
+def test_honest_actors_sent_equals_received_equals_accepted_plus_rejected(tmp_path, redis_url):
+    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=2, max_staleness=1)
+    sent = {"a": 0, "b": 0}
+    for _ in range(4):
+        v = loop.version
+        for actor in ("a", "b"):
+            for version in (v - 3, v):  # one stale, one current
+                b = _sample(runner, inference, actor, version, sent[actor])
+                sent[actor] += 1
+                b.sent = sent[actor]
+                batches.put(b)
+        assert loop.step(WarmStop())
+    t = loop.ledger.totals_view()
+    _adds_up(t)
+    assert t["sent"] == t["received"] == 16 and t["lost_in_flight"] == 0
+    assert t["accepted"] == loop.gate.accepted == 8 and t["stale"] == loop.gate.rejected["stale"]
+    assert t["received"] == loop.produced_batches
+    for actor in ("a", "b"):
+        row = loop.ledger.actors[actor]
+        assert row["sent"] == row["received"] == row["accepted"] + row["stale"] == 8
+    # The same figures in the status `ppomq status` reads, per actor and in total.
+    status = read_status(loop.redis, "loop")
+    assert status["ledger"]["received"] == 16
+    assert {a["actor_id"]: (a["sent"], a["accepted"], a["rejected"]) for a in status["actors"]} == {
+        "a": (8, 4, 4),
+        "b": (8, 4, 4),
+    }
+
+
+def test_a_stalled_loop_publishes_its_rejects_every_second(tmp_path, redis_url):
+    """No admissible batch, so no update: the rejects still reach Redis and /metrics."""
+    loop, batches, runner, inference, redis = _setup(tmp_path, redis_url, actors=1)
+    registry = CollectorRegistry()
+    loop.metrics = LearnerMetrics(registry=registry)
+    future = _sample(runner, inference, "f", loop.version + 50, 0)
+    for i in range(5):
+        batches.put(dataclasses.replace(future, actor_id=f"f{i}", sent=1))
+    stop = WarmStop()
+    timer = threading.Timer(2.5, setattr, (stop, "requested", True))
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        assert not loop.step(stop)  # never trained: stopped while stalled
+    finally:
+        timer.cancel()
+    assert time.monotonic() - t0 >= 2.0
+    stats = json.loads(redis.get(RunKeys("loop").stats))
+    assert stats["version"] == 5 and stats["rejects"] == {"future_version": 5}
+    assert stats["ledger"]["received"] == 5 and stats["ledger"]["invalid"] == {"future_version": 5}
+    rejected = registry.get_sample_value(
+        "ppomq_learner_batches_rejected_total", {"reason": "future_version"}
+    )
+    assert rejected == 5
+    assert registry.get_sample_value("ppomq_learner_ledger_received_total") == 5
+
+
+def test_10000_actor_ids_leave_the_loops_per_actor_state_within_the_cap(tmp_path, redis_url):
+    loop, batches, runner, inference, redis = _setup(
+        tmp_path, redis_url, actors=1, max_actors=50, actor_timeout_s=0.5
+    )
+    stale = _sample(runner, inference, "x", 0, 0)  # loop at version 5, max staleness 2
+    honest = 0
+    for i in range(10_000):
+        batches.put(dataclasses.replace(stale, actor_id=f"forged-{i}", seq=i, sent=1))
+        if i % 2500 == 2499:
+            batches.put(_sample(runner, inference, "honest", loop.version, honest))
+            honest += 1
+            assert loop.step(WarmStop())
+    assert len(loop.actors) <= 50 and len(loop.ledger.actors) <= 50
+    assert len(loop.roster._last_heard) <= 50 and len(loop.seqs) <= 50
+    assert redis.hlen(RunKeys("loop").actors) <= 50
+    t = loop.ledger.totals_view()
+    # Rows opened: the honest actor, pushed out by 2,500 newer ids each time, came back 3 times.
+    assert t["actors_seen"] == 10_004
+    assert t["actors_dropped_over_cap"] == 10_004 - t["actors_tracked"] > 9_900
+    assert t["received"] == 10_004 and t["stale"] == 10_000 and t["accepted"] == 4
+    assert "honest" in loop.ledger.actors  # heard from most recently: kept
+    ckpt = loop.checkpoint()
+    assert ckpt.stat().st_size < 200_000
