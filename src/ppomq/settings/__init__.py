@@ -1,0 +1,71 @@
+"""The one settings model, in layers: defaults < preset < config file (TOML) < `PPOMQ_*`
+variables < flags.
+
+A field's name is its name everywhere: `--max-staleness` on the command line,
+`PPOMQ_MAX_STALENESS` in the environment (compose, k8s), `max_staleness` in a config file
+or a preset. Each service takes the groups it needs; a field is defined once, in its group.
+A preset (`--preset mujoco`) is a TOML file of published hyper-parameters shipped in
+ppomq/presets/, each value citing its source; anything set another way overrides it.
+"""
+
+# One job a module: _base (the prefix, the base group, the SECRET marker), presets (the TOML
+# files in ppomq/presets/), groups (the settings models), layering (flags, env, config file,
+# preset -> load_settings), redaction (what may be written down), docs (docs/SETTINGS.md,
+# `python -m ppomq.settings`). This package re-exports their names.
+
+# ruff: noqa: F401 (re-exports; __all__ is the star-import list it always was)
+from __future__ import annotations
+
+from ._base import ENV_PREFIX, SECRET, _Group
+from .docs import settings_table
+from .groups import (
+    ActorLoopSettings,
+    ActorSettings,
+    CommonSettings,
+    CurveClientSettings,
+    CurveServerSettings,
+    EnvSettings,
+    LearnerSettings,
+    PPOSettings,
+    PresetSettings,
+    RedisSettings,
+    RunSettings,
+    TrainSettings,
+    TransportSettings,
+    WeightserverSettings,
+    WeightStoreSettings,
+)
+from .layering import (
+    S,
+    _read_config,
+    add_settings_arguments,
+    format_validation_error,
+    load_settings,
+    setting_names,
+    settings_env,
+)
+from .presets import preset_names, preset_summary, preset_text, read_preset
+from .redaction import is_secret, redact_settings, redact_value, settings_snapshot
+
+__all__ = [
+    "CommonSettings",
+    "CurveClientSettings",
+    "CurveServerSettings",
+    "EnvSettings",
+    "PresetSettings",
+    "RedisSettings",
+    "TransportSettings",
+    "WeightStoreSettings",
+    "WeightserverSettings",
+    "add_settings_arguments",
+    "is_secret",
+    "load_settings",
+    "preset_names",
+    "preset_summary",
+    "preset_text",
+    "read_preset",
+    "redact_settings",
+    "redact_value",
+    "settings_env",
+    "settings_snapshot",
+]
