@@ -257,21 +257,8 @@ def main() -> None:
         for key in SIZES:
             for transport in ("tcp", "ipc"):
                 endpoint = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp}/b"
-                times: dict[str, list[float]] = {"ppomq": [], "raw": []}
-                nbytes = 0
-                for run in range(args.runs):
-                    order = ("ppomq", "raw") if run % 2 == 0 else ("raw", "ppomq")
-                    for mode in order:
-                        elapsed, nbytes = receive_run(parent, endpoint, mode, key)
-                        times[mode].append(elapsed)
-                n = SIZES[key].messages
-                row = {"size": key, "label": SIZES[key].name, "transport": transport}
-                row["batch_bytes"] = nbytes
-                for mode in ("ppomq", "raw"):
-                    sec = statistics.median(times[mode])
-                    row[f"{mode}_batches_per_s"] = n / sec
-                    row[f"{mode}_MB_per_s"] = n * nbytes / sec / 1e6
-                    row[f"{mode}_runs_s"] = times[mode]
+                row = measure_pair(parent, endpoint, ("ppomq", "raw"), key, args.runs)
+                row["transport"] = transport
                 row["ratio"] = row["ppomq_batches_per_s"] / row["raw_batches_per_s"]
                 rows.append(row)
                 print(
@@ -294,6 +281,32 @@ def main() -> None:
     (RESULTS / "transport.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "transport.md").write_text(markdown(result))
     print(markdown(result))
+
+
+def measure_pair(
+    conn: Connection,
+    endpoint: str,
+    modes: tuple[str, str],
+    key: str,
+    runs: int,
+    keys: tuple[CurveServer, CurveClient] | None = None,
+) -> dict[str, Any]:
+    """Two modes at one size, interleaved run by run (the order alternates), medians."""
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    nbytes = 0
+    for run in range(runs):
+        for mode in modes if run % 2 == 0 else modes[::-1]:
+            elapsed, nbytes = receive_run(conn, endpoint, mode, key, keys)
+            times[mode].append(elapsed)
+    n = SIZES[key].messages
+    row: dict[str, Any] = {"size": key, "label": SIZES[key].name, "batch_bytes": nbytes}
+    for mode in modes:
+        sec = statistics.median(times[mode])
+        row[f"{mode}_batches_per_s"] = n / sec
+        row[f"{mode}_MB_per_s"] = n * nbytes / sec / 1e6
+        row[f"{mode}_ms_per_batch"] = sec / n * 1e3
+        row[f"{mode}_runs_s"] = times[mode]
+    return row
 
 
 def _curve_keys(tmp: str) -> tuple[CurveServer, CurveClient]:
@@ -323,22 +336,8 @@ def curve_main(runs: int) -> None:
     with tempfile.TemporaryDirectory(prefix="ppomq-bench-", dir="/tmp") as tmp:
         keys = _curve_keys(tmp)
         for key in SIZES:
-            times: dict[str, list[float]] = {"ppomq": [], "curve": []}
-            nbytes = 0
-            for run in range(runs):
-                order = ("ppomq", "curve") if run % 2 == 0 else ("curve", "ppomq")
-                for mode in order:
-                    elapsed, nbytes = receive_run(parent, "tcp://127.0.0.1:0", mode, key, keys)
-                    times[mode].append(elapsed)
-            n = SIZES[key].messages
-            row: dict[str, Any] = {"size": key, "label": SIZES[key].name, "transport": "tcp"}
-            row["batch_bytes"] = nbytes
-            for mode in ("ppomq", "curve"):
-                sec = statistics.median(times[mode])
-                row[f"{mode}_batches_per_s"] = n / sec
-                row[f"{mode}_MB_per_s"] = n * nbytes / sec / 1e6
-                row[f"{mode}_ms_per_batch"] = sec / n * 1e3
-                row[f"{mode}_runs_s"] = times[mode]
+            row = measure_pair(parent, "tcp://127.0.0.1:0", ("ppomq", "curve"), key, runs, keys)
+            row["transport"] = "tcp"
             row["ratio"] = row["curve_batches_per_s"] / row["ppomq_batches_per_s"]
             row["added_ms_per_batch"] = row["curve_ms_per_batch"] - row["ppomq_ms_per_batch"]
             rows.append(row)
