@@ -328,7 +328,7 @@ _CATEGORIES: Sequence[tuple[str, str, str]] = (
     ("sample: policy", "sample", "ppomq/models/distributions.py"),
     ("sample: runner", "sample", "actor/runner.py"),
     ("weights: wait/fetch", "refresh_weights", "actor/service.py"),
-    ("encode", "encode", "proto/rollout.py"),
+    ("encode", "encode", "proto/rollout_encode.py"),
     ("send", "send", "ppomq/transport.py"),
 )
 _FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^():]+)(?::\d+)?\)$")

@@ -46,7 +46,7 @@ def test_profile_parser_sorts_main_thread_samples_by_what_the_actor_was_doing():
             "thread (3): weights-prefetch;WeightsPrefetcher._run (ppomq/actor/weights.py:70);"
             "PolicyHolder.load (ppomq/actor/weights.py:36) 5",
             "thread (1): MainThread;run_actor (ppomq/actor/service.py:123);encode "
-            "(proto/rollout.py:210) 2",
+            "(proto/rollout_encode.py:210) 2",
             "thread (2): Thread-1 (serve_forever);serve_forever (socketserver.py:235) 99",
         ]
     )

@@ -1,0 +1,94 @@
+"""Rollout message v1, encoding: one msgpack header frame, then one raw frame per array.
+
+`encode` returns frames that reference the caller's arrays (send them with `copy=False`).
+"""
+
+from __future__ import annotations
+
+from operator import index
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from .rollout_types import _CACHE_LIMIT, _WIRE_NAMES, ROLLOUT_SCHEMA, RolloutBatch
+
+# One shared Packer saves building one per call. Its `pack` runs in C without calling back
+# into Python (no `default`), so under the GIL no other thread can interleave with it.
+_packb = msgpack.Packer(use_bin_type=True).pack
+# Packed array tables by (name, dtype, shape) of every array: an actor sends the same table
+# every time, and packing it is most of the cost of packing the header.
+_TABLE_CACHE: dict[tuple[tuple[str, np.dtype, tuple[int, ...]], ...], bytes] = {}
+_ARRAYS_KEY = _packb("arrays")
+_EPISODES_KEY = _packb("episodes")
+
+
+def _wire_array(arr: np.ndarray) -> np.ndarray:
+    """C-contiguous little-endian, as the wire wants (this one copies)."""
+    return np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<"))
+
+
+def _np_scalar(obj: Any) -> Any:
+    """msgpack `default`: numpy scalars (np.float32 returns, np.int64 lengths) as Python's."""
+    if isinstance(obj, np.generic):
+        return obj.item()
+    raise TypeError(f"cannot put {type(obj).__name__} in a rollout header")
+
+
+def _pack_table(key: tuple[tuple[str, np.dtype, tuple[int, ...]], ...]) -> bytes:
+    table = []
+    for name, dtype, shape in key:
+        wire = _WIRE_NAMES.get(dtype)
+        if wire is None:
+            raise ValueError(f"array {name!r}: dtype {dtype} is not a wire dtype")
+        table.append({"name": name, "dtype": wire, "shape": list(shape)})
+    if len(_TABLE_CACHE) >= _CACHE_LIMIT:
+        _TABLE_CACHE.clear()
+    packed = _TABLE_CACHE[key] = msgpack.packb(table, use_bin_type=True)
+    return packed
+
+
+def encode(batch: RolloutBatch) -> list[Any]:
+    """Frames for one batch: the packed header, then the arrays themselves (no copy).
+
+    Send with `socket.send_multipart(frames, copy=False)`; do not mutate the arrays until
+    ZeroMQ has sent them (the actor allocates fresh arrays for every rollout for this reason).
+    """
+    frames: list[Any] = [b""]
+    key = []
+    for name, arr in batch.arrays.items():
+        if type(arr) is not np.ndarray or not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        if arr.dtype not in _WIRE_NAMES:
+            arr = _wire_array(arr)  # big-endian input: the one case that copies
+        frames.append(arr)
+        key.append((name, arr.dtype, arr.shape))
+    tkey = tuple(key)
+    table = _TABLE_CACHE.get(tkey) or _pack_table(tkey)
+    ep = batch.episodes
+    # A msgpack map is a count and then key/value pairs, so the header is the 9 (10 with
+    # `sent`) scalar fields packed as a map (count byte raised by 2), then the two big values.
+    scalars = {
+        "schema": ROLLOUT_SCHEMA,
+        "run_id": batch.run_id,
+        "actor_id": batch.actor_id,
+        # index(): numpy integers are welcome, floats are not
+        "seq": index(batch.seq),
+        "policy_version": index(batch.policy_version),
+        "created_ns": index(batch.created_ns),
+        "env_id": batch.env_id,
+        "num_envs": index(batch.num_envs),
+        "num_steps": index(batch.num_steps),
+    }
+    if batch.sent is not None:
+        scalars["sent"] = index(batch.sent)
+    head = _packb(scalars)
+    episodes_map = {"returns": ep.returns, "lengths": ep.lengths}
+    try:
+        episodes = _packb(episodes_map)
+    except TypeError:  # numpy scalars in the lists: the slower packer that converts them
+        episodes = msgpack.packb(episodes_map, use_bin_type=True, default=_np_scalar)
+    frames[0] = b"".join(
+        (bytes((head[0] + 2,)), memoryview(head)[1:], _ARRAYS_KEY, table, _EPISODES_KEY, episodes)
+    )
+    return frames

@@ -1,0 +1,134 @@
+"""Rollout message v1, the array table: the full, reason-by-reason check of a header's
+`arrays` (`_plan_for`, ROLLOUT.md step 5) and the plan it yields, which says how `decode`
+views and checks each frame; `_check_box` checks continuous actions against their box.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import DecodeError, Reason
+from .rollout_types import (
+    _FLOAT_DTYPES,
+    _NP_DTYPES,
+    ALLOWED_DTYPES,
+    MAX_DIM,
+    MAX_ID_LEN,
+    MAX_RANK,
+    ActionSpace,
+    RolloutSpec,
+)
+
+# What decode does with each array's bytes (ROLLOUT.md "Content checks").
+_SKIP, _PLAIN, _FINITE, _FINITE16, _BOOL, _DISCRETE, _BOX = range(7)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A validated array table for one (spec, N, newer-minor): how to view each frame."""
+
+    spec: RolloutSpec
+    table: list[Any]  # the header's `arrays` value, exactly as accepted
+    sizes: list[int]  # expected byte count of frames 1..k
+    # (name, dtype to view the frame as, shape, check kind) per frame
+    steps: list[tuple[str, np.dtype, tuple[int, ...], int]]
+
+
+_umax = np.maximum.reduce  # the ufunc itself: ndarray.max() adds a Python-level wrapper
+_umin = np.minimum.reduce
+_I64 = _NP_DTYPES["int64"]
+
+
+def _fail(reason: Reason, detail: str) -> DecodeError:
+    return DecodeError(reason, detail)
+
+
+def _check_box(flat: np.ndarray, space: ActionSpace) -> None:
+    """Each element against its own bounds: one min and one max per element over T*N."""
+    low, high = space._low, space._high
+    rows = flat.reshape(-1, math.prod(space.shape))  # [T*N*prod(A)] -> [T*N, prod(A)]
+    for bound, extreme, outside in ((low, _umin, np.less), (high, _umax, np.greater)):
+        if bound is None:
+            continue
+        bad = outside(extreme(rows, axis=0), bound)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            side = "low" if bound is low else "high"
+            raise _fail(
+                Reason.ACTION_OUT_OF_SPACE,
+                f"continuous action element {i} outside the box ({side} {bound[i]})",
+            )
+
+
+def _plan_for(
+    table: list[Any], spec: RolloutSpec, n: int, newer_minor: bool, sizes: list[int]
+) -> _Plan:
+    """Check every entry of the array table in order (ROLLOUT.md, step 5) and plan the views.
+
+    Byte counts are checked here per entry too, so that the first bad entry decides the
+    reason exactly as the documented order says.
+    """
+    expected = spec.expected_arrays(n)
+    space = spec.action
+    seen: set[str] = set()
+    steps: list[tuple[str, np.dtype, tuple[int, ...], int]] = []
+    want_sizes: list[int] = []
+    for i, entry in enumerate(table, start=1):
+        if type(entry) is not dict:
+            raise _fail(Reason.HEADER_INVALID, "array entry must be a map")
+        name, dtype, shape = entry.get("name"), entry.get("dtype"), entry.get("shape")
+        if type(name) is not str or not name or len(name) > MAX_ID_LEN:
+            raise _fail(Reason.HEADER_INVALID, "array name must be a non-empty string")
+        if name in seen:
+            raise _fail(Reason.DUPLICATE_ARRAY, name)
+        seen.add(name)
+        if type(dtype) is not str or dtype not in ALLOWED_DTYPES:
+            raise _fail(Reason.DTYPE_NOT_ALLOWED, f"{name}: {str(dtype)[:32]!r}")
+        if (
+            type(shape) is not list
+            or len(shape) > MAX_RANK
+            or not all(type(d) is int and 0 <= d < MAX_DIM for d in shape)
+        ):
+            raise _fail(Reason.SHAPE_MISMATCH, f"{name}: shape is not a list of sizes")
+        want = expected.get(name)
+        if want is None:
+            if not newer_minor:
+                raise _fail(Reason.UNKNOWN_ARRAY, name)
+        else:
+            if dtype != want[0]:
+                raise _fail(Reason.DTYPE_MISMATCH, f"{name}: {dtype}, expected {want[0]}")
+            if tuple(shape) != want[1]:
+                raise _fail(Reason.SHAPE_MISMATCH, f"{name}: {shape}, expected {list(want[1])}")
+        np_dtype = _NP_DTYPES[dtype]
+        nbytes = math.prod(shape) * np_dtype.itemsize
+        if nbytes != sizes[i]:
+            raise _fail(
+                Reason.BYTE_COUNT, f"{name}: frame has {sizes[i]} bytes, shape says {nbytes}"
+            )
+        want_sizes.append(nbytes)
+        if want is None:
+            steps.append((name, np_dtype, tuple(shape), _SKIP))
+            continue
+        kind = _PLAIN
+        if name == "actions" and space.kind == "discrete":
+            kind, np_dtype = _DISCRETE, np.dtype("<u8")
+        elif name == "actions" and space.enforce_bounds:
+            kind = _BOX
+        elif dtype == "float16":
+            kind = _FINITE16
+        elif dtype in _FLOAT_DTYPES:
+            kind = _FINITE
+        elif dtype == "bool":
+            kind, np_dtype = _BOOL, np.dtype("u1")
+        if nbytes == 0:
+            # Reductions of an empty array raise, and there is nothing to check.
+            kind, np_dtype = _PLAIN, _NP_DTYPES[dtype]
+        steps.append((name, np_dtype, tuple(shape), kind))
+    for name, (_, _, required) in expected.items():
+        if required and name not in seen:
+            raise _fail(Reason.MISSING_ARRAY, name)
+    return _Plan(spec=spec, table=table, sizes=want_sizes, steps=steps)

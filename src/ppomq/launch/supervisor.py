@@ -1,0 +1,305 @@
+"""Launcher: starts the run's children, watches them and Redis, restarts what crashes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing.connection
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.backoff import ExponentialBackoff
+
+from .. import zygote
+from ..embedded_redis import EmbeddedRedis, free_port
+from ..envs import spaces_of
+from ..errors import RedisUnavailableError, UsageError, UserError
+from ..redis_util import connect_redis, make_redis, redact_url
+from ..rundir import FINISHED_FILE, REDIS_DIR
+from ..settings import (
+    ActorSettings,
+    LearnerSettings,
+    TrainSettings,
+    WeightserverSettings,
+    settings_snapshot,
+)
+from ..timeline import Timeline
+from .child import Child
+from .messages import _error, _exit_text, _first_line, _last_error_line, _note
+from .shutdown import _Shutdown
+from .wiring import _child_env, _port_of, _subset, connect_addr, default_run_dir
+
+# Restarting crashed children: after 0.5 s, doubling to 30 s (redis-py's arithmetic), back
+# to 0.5 s once a child has run HEALTHY_S; CRASH_LIMIT crashes within CRASH_WINDOW_S means
+# restarting does not help (a bad setting, a broken env), so the run stops and says so.
+CRASH_BACKOFF = ExponentialBackoff(cap=30.0, base=0.5)
+HEALTHY_S = 30.0
+CRASH_LIMIT = 5
+CRASH_WINDOW_S = 120.0
+# Without Redis nothing is published or recorded: an external Redis unreachable this long
+# stops the run (short blips are waited out by the services themselves).
+REDIS_DOWN_S = 10.0
+# --duration-s / --total-steps are the learner's to honour; if it cannot (stuck on a dead
+# peer), the launcher stops the run this long after it should have ended.
+DEADLINE_GRACE_S = 20.0
+SUPERVISE_TICK_S = 0.25
+
+
+class Launcher(_Shutdown):
+    """Owns every child process of a local run."""
+
+    def __init__(self, settings: TrainSettings) -> None:
+        # Fail in one line before starting anything: an unknown env, a missing optional
+        # dependency (MuJoCo), observations ppomq cannot train on.
+        spaces_of(settings.env_id)
+        if not settings.run_dir:
+            settings = settings.model_copy(update={"run_dir": default_run_dir(settings.run_id)})
+        self.s = settings
+        self.run_dir = Path(settings.run_dir)
+        if not settings.resume and (self.run_dir / FINISHED_FILE).exists():
+            # The learner would move the finished run's dir aside, with our logs in it.
+            raise UsageError(
+                f"{self.run_dir} holds a finished run; leave --run-dir out for a new run, "
+                "or drop --no-resume to go on with it"
+            )
+        (self.run_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.redis: EmbeddedRedis | None = None
+        self.children: list[Child] = []
+        self.learner: Child | None = None
+        self.stopping = False
+        self.start_time = time.monotonic()
+        # Why supervise ended the run early (printed last, as a one-line error), if it did.
+        self.failure: UserError | None = None
+        # A second stop signal moves this up (see hurry); waits in stop() end by it.
+        self.hurry_deadline = float("inf")
+        self.hurry_noted = False
+        self.learner_signalled = False
+        self._health_at = 0.0
+        self._redis_down_since: float | None = None
+        self._health_client: redis.Redis | None = None
+        self._steps_reached_at: float | None = None
+        self._learner_down_s = 0.0  # learner restarts push the --duration-s deadline back
+
+    def start(self) -> None:
+        s = self.s
+        # Phase by phase into logs/launcher.log (ppomq.timeline): where start-up and
+        # shutdown spend their time, for `ppomq train` runs that must start like a tool.
+        self.timeline = Timeline(self.run_dir / "logs" / "launcher.log")
+        self.timeline.mark("launcher start")
+        if s.redis_url is not None:
+            connect_redis(s.redis_url).close()  # one-line error now rather than in a child
+        # The server's imports (~2 s) run while Redis starts and the settings are written.
+        zygote.start_server()
+        if s.redis_url is None:
+            # In the run dir, persisted: the versions outlive the run (`ppomq weights
+            # --run-dir`), and a resumed run finds them, as it would in an external Redis.
+            self.redis = EmbeddedRedis(
+                data_dir=self.run_dir / REDIS_DIR, log_path=self.run_dir / "logs" / "redis.log"
+            )
+            redis_url = self.redis.url
+            self.timeline.mark("redis ready")
+        else:
+            redis_url = s.redis_url
+        # The user's binds as given; else free loopback ports (never a fixed public one).
+        rollout_bind = s.rollout_bind or f"tcp://127.0.0.1:{free_port()}"
+        weights_bind = s.weightserver_bind or f"tcp://127.0.0.1:{free_port()}"
+        common = {"redis_url": redis_url, "run_dir": str(self.run_dir)}
+        # One /metrics port per process when asked: learner PORT, weightserver PORT+1,
+        # actor i PORT+2+i.
+        port0 = s.metrics_port
+        ws = _subset(
+            s,
+            WeightserverSettings,
+            redis_url=redis_url,
+            bind=weights_bind,
+            metrics_port=port0 + 1 if port0 else 0,
+        )
+        learner = _subset(s, LearnerSettings, rollout_bind=rollout_bind, **common)
+        # Secrets redacted (the Redis password too): the run dir is shared, e.g. with TensorBoard.
+        (self.run_dir / "settings.json").write_text(
+            json.dumps(
+                settings_snapshot(
+                    s,
+                    redis_url=redis_url,
+                    rollout_bind=rollout_bind,
+                    weightserver_bind=weights_bind,
+                    rollout_port=_port_of(rollout_bind),
+                    weights_port=_port_of(weights_bind),
+                    redis_data_dir=REDIS_DIR if self.redis is not None else None,
+                ),
+                indent=2,
+            )
+            + "\n"
+        )
+        logs = self.run_dir / "logs"
+        self.children.append(
+            Child("weightserver", ["weightserver"], _child_env(ws), logs / "weightserver.log")
+        )
+        self.learner = Child("learner", ["learner"], _child_env(learner), logs / "learner.log")
+        self.children.append(self.learner)
+        for i in range(s.actors):
+            actor = _subset(
+                s,
+                ActorSettings,
+                actor_index=i,
+                metrics_port=port0 + 2 + i if port0 else 0,
+                learner_addr=connect_addr(rollout_bind),
+                weightserver_addr=connect_addr(weights_bind),
+            )
+            self.children.append(
+                Child(f"actor-{i}", ["actor"], _child_env(actor), logs / f"actor-{i}.log")
+            )
+        self.redis_url = redis_url
+        for i, child in enumerate(self.children):
+            child.start()
+            if i == 0:  # the first fork waits for the server's imports: now it is ready
+                self.timeline.mark("zygote ready")
+        self.timeline.mark("children forked")
+        self.timeline.watch_child("learner exited", self.learner)
+
+    def supervise(self, progress: Any = None) -> int:
+        """Watch the children and Redis until the learner finishes; restart what crashes.
+
+        Returns the exit code for the run: the learner's 0 when it finished (or the launcher's
+        own deadline passed), non-zero with `self.failure` set when the run cannot go on."""
+        assert self.learner is not None
+        while True:
+            now = time.monotonic()
+            for child in self.children:
+                code = self._watch(child, now)
+                if code is not None:
+                    return code
+            code = self._watch_redis(now)
+            if code is not None:
+                return code
+            if self._past_deadline(now):
+                return 0
+            if progress is not None:
+                progress()
+            self._sleep_unless_learner_exits(SUPERVISE_TICK_S)
+
+    def _sleep_unless_learner_exits(self, timeout: float) -> None:
+        """Sleep one tick, but wake the moment the learner exits: the end of a run is
+        usually the learner finishing, and every tick slept past it is time to the prompt."""
+        proc = self.learner.proc if self.learner is not None else None
+        if proc is None or proc.exitcode is not None:
+            time.sleep(timeout)
+            return
+        multiprocessing.connection.wait([proc.sentinel], timeout=timeout)
+
+    def _watch(self, child: Child, now: float) -> int | None:
+        """Restart `child` if it died (after its backoff); an exit code ends the run."""
+        if child.restart_at is not None:
+            if now >= child.restart_at:
+                child.restarts += 1
+                if child is self.learner:
+                    self._learner_down_s += now - child.crashes[-1]
+                child.start()
+            return None
+        code = child.poll()
+        if code is None:
+            if child.failures and now - child.started_at >= HEALTHY_S:
+                child.failures = 0  # healthy again: its next crash restarts it quickly
+            return None
+        if child.retired:
+            return None
+        what = _exit_text(code)
+        if child is self.learner and code == 0:
+            return 0  # finished: total steps, duration or target return reached
+        if code == 0:
+            # An actor or the weightserver exits 0 by itself when the run is marked
+            # finished, at about the time the learner exits: not a crash, nothing to restart.
+            child.retired = True
+            return None
+        if code == 2:
+            # A usage error (a port taken, another run's checkpoint) would only repeat at
+            # every restart: stop now, with the child's own one-line reason.
+            reason = _last_error_line(child.log_path) or f"{child.name} {what}"
+            self.failure = _error(f"{child.name}: {reason} (see {child.log_path})", 2)
+            _note(f"{child.name} {what} (a usage error); stopping the run...")
+            return 2
+        if child.name.startswith("actor") and not self.s.restart_actors:
+            child.retired = True
+            _note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
+            return None
+        child.crashes.append(now)
+        while now - child.crashes[0] > CRASH_WINDOW_S:
+            child.crashes.popleft()
+        if len(child.crashes) >= CRASH_LIMIT:
+            span = now - child.crashes[0]
+            self.failure = _error(
+                f"{child.name} crashed {len(child.crashes)} times in {span:.0f} s (last: "
+                f"{what}); gave up restarting it and stopped the run; see {child.log_path}",
+                1,
+            )
+            _note(f"{child.name} keeps crashing; stopping the run...")
+            return 1
+        delay = CRASH_BACKOFF.compute(child.failures)
+        child.failures += 1
+        child.restart_at = now + delay
+        _note(
+            f"{child.name} {what}; restarting in {delay:.1f} s "
+            f"(restart {child.restarts + 1}; log {child.log_path})"
+        )
+        return None
+
+    def _watch_redis(self, now: float) -> int | None:
+        """End the run (exit 4) when its Redis is gone: the embedded server exited, or an
+        external one has not answered for REDIS_DOWN_S. Also notes --total-steps reached."""
+        if self.redis is not None and self.redis.proc is not None:
+            code = self.redis.proc.poll()
+            if code is not None:
+                self.failure = RedisUnavailableError(
+                    f"the embedded redis-server {_exit_text(code)}; the run cannot go on "
+                    f"without it and was stopped; the learner's checkpoint is kept: run "
+                    f"again with --run-dir {self.run_dir} to resume"
+                )
+                _note(f"the embedded redis-server {_exit_text(code)}; stopping the run...")
+                return 4
+        if now - self._health_at < 1.0:
+            return None
+        self._health_at = now
+        from ..weightserver.keys import RunKeys
+
+        try:
+            if self._health_client is None:
+                self._health_client = make_redis(self.redis_url, timeout_s=1.0)
+            raw = self._health_client.get(RunKeys(self.s.run_id).stats)
+        except redis.RedisError as exc:
+            if self._redis_down_since is None:
+                self._redis_down_since = now
+            elif now - self._redis_down_since >= REDIS_DOWN_S:
+                self.failure = RedisUnavailableError(
+                    f"Redis at {redact_url(self.redis_url)} has not answered for "
+                    f"{now - self._redis_down_since:.0f} s ({_first_line(exc)}), so the run "
+                    f"was stopped; once Redis is back, run again with --run-dir "
+                    f"{self.run_dir} to resume from the learner's checkpoint"
+                )
+                _note("Redis is unreachable; stopping the run...")
+                return 4
+            return None
+        self._redis_down_since = None
+        try:
+            steps = int(json.loads(raw)["env_steps"]) if raw else 0
+        except (ValueError, KeyError, TypeError):
+            steps = 0
+        if self.s.total_steps and steps >= self.s.total_steps and self._steps_reached_at is None:
+            self._steps_reached_at = now
+        return None
+
+    def _past_deadline(self, now: float) -> bool:
+        """True when the learner should have ended the run DEADLINE_GRACE_S ago and has not
+        (stuck waiting on something dead): the launcher stops it then, warm as ever."""
+        s = self.s
+        if s.duration_s:
+            due = self.start_time + s.duration_s + self._learner_down_s + DEADLINE_GRACE_S
+            if now >= due:
+                _note(
+                    f"--duration-s {s.duration_s:g} passed and the learner did not stop; stopping"
+                )
+                return True
+        if self._steps_reached_at is not None and now - self._steps_reached_at >= DEADLINE_GRACE_S:
+            _note(f"--total-steps {s.total_steps} reached and the learner did not stop; stopping")
+            return True
+        return False

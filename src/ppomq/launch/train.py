@@ -1,0 +1,58 @@
+"""`ppomq train`: start a local run, show its progress, stop it, print its summary."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+from ..errors import UsageError, UserError
+from ..settings import TrainSettings
+from .progress import Progress, _summary_text
+from .shutdown import _StopSignals, _Terminated
+from .supervisor import Launcher
+
+
+def run_train(settings: TrainSettings) -> int:
+    if settings.curve_server_cert or settings.curve_allowed_dir:
+        raise UsageError(
+            "CURVE (curve_server_cert / curve_allowed_dir) is not wired into `ppomq train` "
+            "yet: a local run stays on loopback; run `ppomq learner/weightserver/actor` for it"
+        )
+    launcher = Launcher(settings)
+    print(
+        f"ppomq train: {settings.env_id}, {settings.mode} mode, {settings.actors} actor(s); "
+        f"run dir {launcher.run_dir}",
+        flush=True,
+    )
+    interrupted = False
+    code = 1
+    _StopSignals(launcher).install()
+    try:
+        launcher.start()
+        progress = Progress(launcher) if settings.progress else None
+        code = launcher.supervise(progress)
+    except (KeyboardInterrupt, _Terminated):
+        interrupted = True
+        print("\nstopping (Ctrl-C again to stop faster)...", flush=True)
+    finally:
+        launcher.stop()
+        # Everything is stopped: a late Ctrl-C (the second of two quick ones) has nothing
+        # left to do. Ignored, not handled: the interpreter puts Python-handled signals back
+        # to their defaults as it exits, and one landing then would end us with -SIGINT.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+    if sys.stdout.isatty():
+        print()
+    summary_path = launcher.run_dir / "summary.json"
+    if summary_path.exists():
+        summary = json.loads(summary_path.read_text())
+        print(_summary_text(summary, launcher.run_dir), flush=True)
+    if launcher.failure is not None:
+        raise launcher.failure
+    if summary_path.exists():
+        return 0 if interrupted else code
+    raise UserError(
+        f"the learner exited with {code} before writing a summary; "
+        f"see {launcher.run_dir / 'logs' / 'learner.log'}"
+    )

@@ -1,0 +1,46 @@
+"""What the launcher tells each child: its settings (as `PPOMQ_*` variables), the
+addresses to connect to, and the run dir's default name."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from ..settings import TrainSettings, settings_env
+
+
+def _subset(settings: TrainSettings, cls: type, **overrides: Any) -> Any:
+    values = {k: v for k, v in settings.model_dump().items() if k in cls.model_fields}
+    values.update(overrides)
+    return cls.model_validate(values)
+
+
+def _child_env(service_settings: Any) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    env.update(settings_env(service_settings))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def connect_addr(bind: str) -> str:
+    """Where a local peer connects to reach a socket bound at `bind`: a wildcard host
+    (`*`, 0.0.0.0, ::) is not an address to connect to, so loopback stands in for it."""
+    if not bind.startswith("tcp://"):
+        return bind  # ipc://, inproc://: the same name on both ends
+    host, _, port = bind[6:].rpartition(":")
+    if host in ("*", "0.0.0.0", ""):
+        return f"tcp://127.0.0.1:{port}"
+    if host in ("[::]", "::", "[*]"):
+        return f"tcp://[::1]:{port}"
+    return bind
+
+
+def _port_of(bind: str) -> int | None:
+    """The TCP port of an endpoint (settings.json's rollout_port/weights_port), else None."""
+    port = bind.rpartition(":")[2]
+    return int(port) if bind.startswith("tcp://") and port.isdigit() else None
+
+
+def default_run_dir(run_id: str) -> str:
+    return f"runs/{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
