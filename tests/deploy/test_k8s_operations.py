@@ -6,13 +6,18 @@ run's Jobs replace a disrupted pod and stop on a usage error, by the exit codes 
 services really give; that a drain leaves a weightserver up; that the actor's liveness
 probe asks what the actor serves; that every combination of the optional components
 renders, validates and still holds together, and the one order that cannot work says so;
-that the PodMonitors select the pods and the port that serve /metrics.
+that the PodMonitors select the pods and the port that serve /metrics; that CURVE's key
+files come from read-only mounts of the right Secrets, the ones k8s/README.md's commands
+make, and load.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
+import os
 import re
+import shlex
 import shutil
 import signal
 import urllib.error
@@ -24,11 +29,13 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from ppomq.cli import build_parser
+from ppomq.curve import client_from_settings, server_from_settings
 from ppomq.embedded_redis import free_port
 from ppomq.errors import UsageError
 from ppomq.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
 
-from .composefile import REPO, tool
+from .composefile import REPO, SETTINGS_OF, tool
 from .test_manifests import (
     CLUSTER_SCOPED,
     _allowed,
@@ -37,6 +44,7 @@ from .test_manifests import (
     _need,
     _run,
     _selects,
+    _settings_values,
 )
 
 SERVICES = ("learner", "weightserver", "actor")
@@ -345,6 +353,7 @@ def _check_combination(where: str, base: str, combo: tuple[str, ...], docs: list
     monitors = _by_kind(docs, "PodMonitor")
     assert bool(monitors) == ("podmonitors" in combo), where
     _check_podmonitors(where, docs, monitors)
+    _check_curve(where, docs)
 
 
 def test_k8s_every_combination_of_the_components_renders_validates_and_holds_together(
@@ -430,3 +439,213 @@ def test_k8s_podmonitors_select_each_services_pods_and_their_metrics_port(k8s_co
     for service in SERVICES:
         pod = {"app.kubernetes.io/name": "ppomq", "app.kubernetes.io/component": service}
         assert _allowed(policies, "Ingress", pod, prometheus, 9100), service
+
+
+# --------------------------------------------------------------------- CURVE keys
+
+CURVE_SERVER, CURVE_ALLOWED, CURVE_ACTOR = (
+    "ppomq-curve-server", "ppomq-curve-allowed", "ppomq-curve-actor"
+)  # fmt: skip
+# Service -> its CURVE settings -> (the Secret whose mount the path is in, the Secret's key
+# that is the file; None: the path is the mount itself, a directory of all its keys).
+_SERVER_FILES = {
+    "PPOMQ_CURVE_SERVER_CERT": (CURVE_SERVER, "server.key_secret"),
+    "PPOMQ_CURVE_ALLOWED_DIR": (CURVE_ALLOWED, None),
+}
+CURVE_FILES = {
+    "learner": _SERVER_FILES,
+    "weightserver": _SERVER_FILES,
+    "actor": {
+        "PPOMQ_CURVE_ACTOR_CERT": (CURVE_ACTOR, "actor.key_secret"),
+        "PPOMQ_CURVE_SERVER_PUBLIC_CERT": (CURVE_ACTOR, "server.key"),
+    },
+}
+# Least privilege: the only ppomq-curve-* Secrets each service's pods mount. The actors
+# never get the server's secret key (nor the allow-list).
+CURVE_SECRETS_OF = {
+    "learner": {CURVE_SERVER, CURVE_ALLOWED},
+    "weightserver": {CURVE_SERVER, CURVE_ALLOWED},
+    "actor": {CURVE_ACTOR},
+    "redis": set(),
+}
+
+
+def _secret_names(pod: dict) -> set[str]:
+    names = set()
+    for v in pod.get("volumes", []):
+        if "secret" in v:
+            names.add(v["secret"]["secretName"])
+        for source in v.get("projected", {}).get("sources", []):
+            if "secret" in source:
+                names.add(source["secret"]["name"])
+    return names
+
+
+def _secret_mounts(pod: dict, container: dict) -> dict[str, tuple[dict, dict]]:
+    """mountPath -> (the volumeMount, the `secret` volume source) of the container's
+    Secret mounts."""
+    volumes = {v["name"]: v for v in pod.get("volumes", [])}
+    return {
+        m["mountPath"].rstrip("/"): (m, volumes[m["name"]]["secret"])
+        for m in container.get("volumeMounts", [])
+        if "secret" in volumes[m["name"]]
+    }
+
+
+def _mounted_as(path: str, mounts: dict[str, tuple[dict, dict]]) -> tuple[str, str | None] | None:
+    """(Secret, key) whose file `path` is, (Secret, None) for a mount itself, or None."""
+    for mount_path, (mount, secret) in mounts.items():
+        if path == mount_path:
+            return secret["secretName"], None
+        if path.startswith(mount_path + "/") and "subPath" not in mount:
+            rel = path[len(mount_path) + 1 :]
+            items = secret.get("items")
+            if items is None:
+                return secret["secretName"], rel
+            keys = [i["key"] for i in items if i["path"] == rel]
+            return (secret["secretName"], keys[0]) if len(keys) == 1 else None
+    return None
+
+
+def _check_curve(where: str, docs: list[dict]) -> None:
+    """The learner and the weightservers find the server's pair and the allow-list, the
+    actors their own pair and the server's public cert, in read-only mounts of those
+    Secrets only, readable by the containers' user and by no other; no plaintext."""
+    for cm in _by_kind(docs, "ConfigMap").values():
+        assert "PPOMQ_INSECURE_PLAINTEXT" not in cm.get("data", {}), where
+    for name, workload in _workloads(docs).items():
+        pod = workload["spec"]["template"]["spec"]
+        for c in pod["containers"] + pod.get("initContainers", []):
+            assert "PPOMQ_INSECURE_PLAINTEXT" not in _container_env(docs, c), (where, name)
+        curve = {s for s in _secret_names(pod) if s.startswith("ppomq-curve-")}
+        assert curve == CURVE_SECRETS_OF[name], (where, name, curve)
+        if name not in CURVE_FILES:
+            continue
+        (c,) = pod["containers"]
+        env = _container_env(docs, c)
+        mounts = _secret_mounts(pod, c)
+        for setting, want in CURVE_FILES[name].items():
+            got = _mounted_as(env.get(setting, "<unset>"), mounts)
+            assert got == want, (where, name, setting, env.get(setting), got)
+        context = pod["securityContext"]
+        for mount, secret in mounts.values():
+            if not secret["secretName"].startswith("ppomq-curve-"):
+                continue
+            assert mount.get("readOnly") is True, (where, name, mount)
+            items = secret.get("items")
+            # Named keys only, so that a key added to the Secret by mistake stays out;
+            # the allow-list is every key of its Secret.
+            assert (items is None) == (secret["secretName"] == CURVE_ALLOWED), (where, name)
+            if name == "actor":
+                assert [i["key"] for i in items if i["key"].endswith(".key_secret")] == [
+                    "actor.key_secret"
+                ], where
+            # The kubelet makes the files root:fsGroup and adds group read: the user
+            # (runAsGroup = fsGroup) reads them; no mode bit for others.
+            assert context.get("fsGroup") == context["runAsGroup"], (where, name)
+            modes = [secret.get("defaultMode", 0o644)]
+            modes += [i["mode"] for i in items or [] if "mode" in i]
+            assert all(m & 0o007 == 0 and m & 0o040 for m in modes), (where, name, modes)
+
+
+def _readme_curve_blocks() -> list[str]:
+    text = (REPO / "k8s" / "README.md").read_text()
+    section = text.split("\n## CURVE keys\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sh\n(.*?)```", section, re.S)
+
+
+def _commands(block: str) -> list[list[str]]:
+    return [argv for line in block.replace("\\\n", " ").splitlines()
+            if (argv := shlex.split(line, comments=True))]  # fmt: skip
+
+
+def _mount_like_the_kubelet(root: Path, mount_path: str, secret: dict, source: dict) -> None:
+    """The Secret's files as the kubelet lays them out: in a timestamped directory behind
+    the `..data` link, each file a link through it (what the loaders' glob sees too)."""
+    d = root / mount_path.lstrip("/")
+    stamp = d / "..2025_01_01_00_00_00.000000001"
+    stamp.mkdir(parents=True)
+    (d / "..data").symlink_to(stamp.name)
+    data = secret["data"]
+    items = source.get("items") or [{"key": k, "path": k} for k in data]
+    for item in items:
+        assert "/" not in item["path"], item
+        (stamp / item["path"]).write_bytes(base64.b64decode(data[item["key"]]))
+        os.chmod(stamp / item["path"], source.get("defaultMode", 0o644))
+        (d / item["path"]).symlink_to(f"..data/{item['path']}")
+
+
+def test_k8s_curve_secrets_from_the_readme_commands_give_keys_the_services_load(
+    tmp_path, monkeypatch
+):
+    """k8s/README.md "CURVE keys", run as written (`kubectl create secret --dry-run=client`
+    over keys from `ppomq keys generate`), mounted as each overlay's pods mount them: every
+    service loads its CURVE settings, the actors hold the server's public key and a key of
+    the allow-list, and no actor file holds the server's secret key. The rotation block
+    makes the same three Secrets from the new keys and restarts all three Deployments."""
+    import zmq.auth
+
+    kubectl = _kubectl()
+    create, rotate = _readme_curve_blocks()
+    monkeypatch.chdir(tmp_path)
+    secrets = {}
+    for argv in _commands(create):
+        if argv[:3] == ["ppomq", "keys", "generate"]:
+            args = build_parser().parse_args(argv[1:])
+            assert args.func(args) == 0
+            continue
+        assert argv[:6] == ["kubectl", "-n", "ppomq", "create", "secret", "generic"], argv
+        res = _run([kubectl, *argv[1:], "--dry-run=client", "-o", "yaml"], cwd=tmp_path)
+        assert res.returncode == 0, (argv, res.stderr)
+        secret = yaml.safe_load(res.stdout)
+        secrets[secret["metadata"]["name"]] = secret
+    assert set(secrets) == {CURVE_SERVER, CURVE_ALLOWED, CURVE_ACTOR}
+    server_public, _ = zmq.auth.load_certificate(tmp_path / "keys" / "server.key")
+
+    # Rotation: the same Secrets from the new keys, replaced in place, then the restart.
+    rotated = _commands(rotate)
+    replaced = [a for a in rotated if a[:4] == ["kubectl", "-n", "ppomq", "create"]]
+    applied = [a[:a.index("--dry-run=client")] for a in replaced]  # fmt: skip
+    made = [a for a in _commands(create) if a[0] == "kubectl"]
+    assert [[w.replace("keys-new/", "keys/") for w in a] for a in applied] == made
+    assert all(a[a.index("--dry-run=client") :] == ["--dry-run=client", "-o", "yaml", "|",
+               "kubectl", "apply", "-f", "-"] for a in replaced)  # fmt: skip
+    (restart,) = [a for a in rotated if "rollout" in a]
+    assert restart[3:5] == ["rollout", "restart"]
+    assert set(restart[5:]) == {f"deployment/{s}" for s in SERVICES}
+
+    for overlay in STORAGE_OF:
+        docs = _render(REPO / "k8s" / "overlays" / overlay)
+        loaded = {}
+        for name in SERVICES:
+            pod = _workloads(docs)[name]["spec"]["template"]["spec"]
+            (c,) = pod["containers"]
+            root = tmp_path / "pods" / overlay / name
+            volumes = {v["name"]: v for v in pod["volumes"]}
+            for m in c["volumeMounts"]:
+                source = volumes[m["name"]].get("secret")
+                if source and source["secretName"] in secrets:
+                    _mount_like_the_kubelet(root, m["mountPath"], secrets[source["secretName"]],
+                                            source)  # fmt: skip
+            env = _container_env(docs, c)
+            for setting in CURVE_FILES[name]:
+                env[setting] = str(root) + env[setting]
+            if "PPOMQ_REDIS_URL" in env:  # assembled from the Secret by the kubelet
+                env["PPOMQ_REDIS_URL"] = env["PPOMQ_REDIS_URL"].replace("$(REDIS_PASSWORD)", "pw")
+            s = SETTINGS_OF[name](**_settings_values(env))
+            if name == "actor":
+                loaded[name] = client_from_settings(s)
+                for f in root.rglob("*"):
+                    if f.is_file() and not f.is_symlink():
+                        public, secret = zmq.auth.load_certificate(f)
+                        assert secret is None or public == loaded[name].public, (overlay, f)
+            else:
+                bind, flag = (s.rollout_bind, "--rollout-bind") if name == "learner" else (
+                    s.bind, "--bind")  # fmt: skip
+                loaded[name] = server_from_settings(s, bind=bind, bind_flag=flag)
+                assert loaded[name] is not None and loaded[name].public == server_public
+        actor = loaded["actor"]
+        assert actor is not None and actor.server_public == server_public, overlay
+        for name in ("learner", "weightserver"):
+            allowed = zmq.auth.load_certificates(loaded[name].allowed_dir)
+            assert actor.public in allowed, (overlay, name)
