@@ -71,7 +71,8 @@ CMD ["--logdir", "/data/runs"]
 FROM ${PYTHON_IMAGE} AS runtime
 RUN groupadd --system --gid 10001 ppomq \
     && useradd --system --uid 10001 --gid 10001 --home-dir /home/ppomq --create-home ppomq \
-    && mkdir -p /data/runs && chown -R 10001:10001 /data
+    && mkdir -p /data/runs && chown -R 10001:10001 /data \
+    && mkdir -p /keys/server /keys/actor && chown -R 10001:10001 /keys && chmod -R 0700 /keys
 COPY --from=builder /opt/venv /opt/venv
 # PYTHONUNBUFFERED: logs reach `docker logs` / `kubectl logs` as they happen.
 # MPLCONFIGDIR: matplotlib (the learning-curve PNG) needs a writable config dir, and k8s

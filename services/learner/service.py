@@ -90,7 +90,8 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
         max_bytes=settings.max_message_bytes,
     )
     _check_port_free(settings.rollout_bind)
-    curve = server_from_settings(settings)  # a bad key file: one line, exit 2, at start
+    # A bad key file, or a bind beyond loopback without CURVE: one line, exit 2, at start.
+    curve = server_from_settings(settings, bind=settings.rollout_bind, bind_flag="--rollout-bind")
     # Redis may come up after the learner (a pod started first): wait, bounded and logged,
     # rather than exit 4 and crash-loop.
     redis = wait_for_redis(settings.redis_url)

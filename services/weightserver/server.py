@@ -307,7 +307,7 @@ class WeightServer:
         self._router.setsockopt(zmq.LINGER, 0)
         # Requests are tiny; refuse anything big before it is buffered.
         self._router.setsockopt(zmq.MAXMSGSIZE, 64 * protocol.MAX_REQUEST_BYTES)
-        # CURVE (opt-in): only allow-listed actor keys get through the handshake.
+        # CURVE: only allow-listed actor keys (and the server's own) get through.
         self._auth = ServerAuth(self._router, curve) if curve is not None else None
         try:
             self._router.bind(bind)
@@ -536,7 +536,8 @@ def main(settings: WeightserverSettings) -> int:
     marked finished (by itself after FINISH_GRACE_S, or at a stop signal after the mark);
     stopped by a signal before that, 128 + the signal (143 for SIGTERM)."""
     setup_logging(settings.log_level, settings.log_json, "weightserver")
-    curve = server_from_settings(settings)  # a bad key file: one line, exit 2, at start
+    # A bad key file, or a bind beyond loopback without CURVE: one line, exit 2, at start.
+    curve = server_from_settings(settings, bind=settings.bind, bind_flag="--bind")
     try:
         server = WeightServer(
             redis_url=settings.redis_url,

@@ -1,4 +1,5 @@
-"""ZeroMQ CURVE on the data plane (opt-in): key files, the ZAP allow-list, the actor id rule.
+"""ZeroMQ CURVE on the data plane (required beyond loopback): key files, the ZAP
+allow-list, the actor id rule.
 
 - The binding sides (learner PULL, weightserver ROUTER) are CURVE servers with the server's
   secret certificate; a ZAP handler (pyzmq's `ThreadAuthenticator`, one per context) admits
@@ -18,6 +19,7 @@ public key, NAME.key_secret both keys. Every problem with them is a one-line Usa
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import threading
 import time
 from dataclasses import dataclass
@@ -116,11 +118,42 @@ def _half(names: tuple[str, str], values: tuple[str, str]) -> None:
         )
 
 
-def server_from_settings(settings: Any) -> CurveServer | None:
-    """The learner's / weightserver's CURVE config, None when both settings are unset."""
+def is_loopback_bind(endpoint: str) -> bool:
+    """True when only this machine can reach `endpoint`: tcp on 127.0.0.0/8, ::1 or
+    localhost, or ipc/inproc (file permissions / the process guard those). `*`, 0.0.0.0,
+    an interface name or any other address reaches beyond loopback."""
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep:
+        return False
+    if scheme in ("ipc", "inproc"):
+        return True
+    if scheme != "tcp":
+        return False
+    host = rest.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def server_from_settings(settings: Any, *, bind: str, bind_flag: str) -> CurveServer | None:
+    """The learner's / weightserver's CURVE config, None when both settings are unset.
+
+    On by default beyond loopback: a socket that binds where other hosts can reach it
+    (`bind`, set by `bind_flag`) needs CURVE, or `insecure_plaintext` to say that anyone
+    who reaches the port may send rollouts and read weights."""
     cert, allowed = settings.curve_server_cert, settings.curve_allowed_dir
     _half(("curve_server_cert", "curve_allowed_dir"), (cert, allowed))
     if not cert:
+        if not is_loopback_bind(bind) and not settings.insecure_plaintext:
+            raise UsageError(
+                f"{bind_flag} {bind} reaches beyond loopback, and CURVE is off: give "
+                "--curve-server-cert and --curve-allowed-dir (`ppomq keys generate --out "
+                "DIR` writes them), bind 127.0.0.1, or pass --insecure-plaintext to let "
+                "anyone who reaches the port in"
+            )
         return None
     public, secret = _load(cert, "curve_server_cert", secret=True)
     d = Path(allowed)
@@ -160,7 +193,7 @@ _auth_lock = threading.Lock()
 _authenticators: dict[int, list[Any]] = {}
 
 
-def _acquire_authenticator(ctx: zmq.Context[Any], allowed_dir: str) -> None:
+def _acquire_authenticator(ctx: zmq.Context[Any], allowed_dir: str, server_public: bytes) -> None:
     from zmq.auth.thread import ThreadAuthenticator
 
     with _auth_lock:
@@ -188,6 +221,9 @@ def _acquire_authenticator(ctx: zmq.Context[Any], allowed_dir: str) -> None:
                     raise
                 time.sleep(0.01)
         auth.configure_curve(domain="*", location=allowed_dir)
+        # The server's own key is allowed too: whoever holds its secret is the server
+        # (the healthcheck in the server's own container pings with it, `self_client`).
+        auth.certs.setdefault("*", {})[server_public] = True
         _authenticators[id(ctx)] = [auth, allowed_dir, 1]
 
 
@@ -208,7 +244,7 @@ class ServerAuth:
 
     def __init__(self, sock: zmq.Socket[Any], curve: CurveServer) -> None:
         self._ctx = sock.context
-        _acquire_authenticator(self._ctx, curve.allowed_dir)  # before bind: no gap
+        _acquire_authenticator(self._ctx, curve.allowed_dir, curve.public)  # before bind
         self._released = False
         sock.setsockopt(zmq.CURVE_SERVER, 1)
         sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
@@ -218,6 +254,12 @@ class ServerAuth:
         if not self._released:
             self._released = True
             _release_authenticator(self._ctx)
+
+
+def self_client(server: CurveServer) -> CurveClient:
+    """A client that holds the server's own key pair (allowed by every ServerAuth): what a
+    probe running beside the server, with its files, connects with."""
+    return CurveClient(public=server.public, secret=server.secret, server_public=server.public)
 
 
 def make_client(sock: zmq.Socket[Any], curve: CurveClient) -> None:
@@ -241,8 +283,10 @@ __all__ = [
     "ServerAuth",
     "actor_id_matches_key",
     "client_from_settings",
+    "is_loopback_bind",
     "key_suffix",
     "make_client",
+    "self_client",
     "sender_key",
     "server_from_settings",
 ]

@@ -11,7 +11,8 @@ It reads the same `PPOMQ_*` settings as the service, so probe and service agree 
   train its first update. A learner that no actor feeds makes no progress either: a restart
   is a warm stop and a resume, so SECONDS should be well above a normal gap. Redis out of
   reach passes (restarting the learner would not bring it back; its own clients retry);
-- weightserver: it answers a ping on `PPOMQ_BIND` for the same `PPOMQ_RUN_ID`;
+- weightserver: it answers a ping on `PPOMQ_BIND` for the same `PPOMQ_RUN_ID` (under
+  CURVE the probe connects with the server's own key pair, which the server allows);
 - actor: its main loop is turning: `/healthz` on its metrics port (`PPOMQ_METRICS_PORT`)
   answers 200, not 503 (no turn for `--stalled-after` SECONDS, default 120:
   ppomq.metrics.STALLED_AFTER_S). Not `/metrics`: a thread of its own serves that, and
@@ -136,13 +137,19 @@ def check_learner(stalled_after_s: float | None = None, pid: int = 1) -> str:
 
 
 def check_weightserver() -> str:
+    from ppomq.curve import self_client, server_from_settings
     from ppomq.settings import WeightserverSettings, load_settings
     from ppomq.weightserver.client import WeightsClient, WeightsTimeoutError
 
     settings = load_settings(WeightserverSettings)
     host, port = local_address(settings.bind)
     endpoint = f"tcp://{host}:{port}"
-    client = WeightsClient(endpoint, timeout_ms=int(TIMEOUT_S * 1000))
+    curve = server_from_settings(settings, bind=settings.bind, bind_flag="--bind")
+    client = WeightsClient(
+        endpoint,
+        timeout_ms=int(TIMEOUT_S * 1000),
+        curve=self_client(curve) if curve is not None else None,
+    )
     try:
         reply = client.ping()
     except WeightsTimeoutError:

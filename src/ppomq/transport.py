@@ -15,9 +15,10 @@ needs, so that every service gets them right the same way:
 - `MAXMSGSIZE` on the receiver: a frame larger than `max_message_bytes` makes ZeroMQ drop
   the connection before the bytes are buffered. The cap is per frame; the codec checks
   the whole message against the same number (`RolloutSpec.max_bytes`).
-- CURVE (opt-in, `curve=`): the receiver is a CURVE server behind the process's ZAP
-  allow-list (ppomq.curve), the sender a CURVE client; `RolloutReceiver.authenticated`
-  then says every received frame carries its sender's key (`ppomq.curve.sender_key`).
+- CURVE (`curve=`; the services require it beyond loopback): the receiver is a CURVE
+  server behind the process's ZAP allow-list (ppomq.curve), the sender a CURVE client;
+  `RolloutReceiver.authenticated` then says every received frame carries its sender's key
+  (`ppomq.curve.sender_key`).
 - bounded `LINGER`: `close()` returns at once and the process can exit; unsent messages
   are kept at most `linger_ms` (then dropped) rather than holding the exit. Delivery at
   close is best effort: libzmq can drop the last messages of a PUSH socket closed while

@@ -68,7 +68,9 @@ class ScaledTopology:
         # The env each service would get from its source with no change at all: what the
         # processes get may differ from it in the overridden names only.
         self.pristine = services_from(source, {})
-        self.host_service = {"redis": "redis", "weightserver": "weightserver", "learner": "learner"}
+        self.host_service = {
+            "keys": "keys", "redis": "redis", "weightserver": "weightserver", "learner": "learner"
+        }  # fmt: skip
         self.host_service |= {f"actor-{i}": "actor" for i in range(1, actors + 1)}
         lab.build(self.host_service)
         self.hosts = {h: Host(h, self.services[s], root) for h, s in self.host_service.items()}
@@ -92,14 +94,20 @@ class ScaledTopology:
     def start(self) -> None:
         healthy: set[str] = set()
         for service in _start_order(self.services):
-            for dep in self.services[service].get("depends_on", {}):
+            for dep, cond in self.services[service].get("depends_on", {}).items():
+                if cond["condition"] != "service_healthy":
+                    continue  # started or run already: _start_order puts it first
                 for name, svc in self.host_service.items():
                     if svc == dep and name not in healthy:
                         _wait_healthy(self.lab, self.hosts[name], timeout_s=120)
                         healthy.add(name)
             for name, svc in self.host_service.items():
-                if svc == service:
-                    h = self.hosts[name]
+                if svc != service:
+                    continue
+                h = self.hosts[name]
+                if service == "keys":  # a job: run to its end (exit 0) before its dependents
+                    self.lab.run(name, h.argv, h.env, timeout=60)
+                else:
                     self.lab.start(name, h.argv, h.env, cwd=h.workdir)
 
     def actor_hosts(self) -> list[str]:

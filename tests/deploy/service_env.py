@@ -120,6 +120,16 @@ OVERRIDABLE = {
 }
 
 
+# The CURVE key files where the k8s Secrets mount them -> where compose's `keys` job
+# writes the same files (the volumes these services get here are compose's).
+K8S_KEY_PATHS = {
+    "/etc/ppomq/curve/server/server.key_secret": "/keys/server/server.key_secret",
+    "/etc/ppomq/curve/allowed": "/keys/server/allowed",
+    "/etc/ppomq/curve/actor/actor.key_secret": "/keys/actor/actor-0.key_secret",
+    "/etc/ppomq/curve/actor/server.key": "/keys/actor/server.key",
+}
+
+
 def services_from(
     source: str, overrides: dict[str, str], overlay: str = "local"
 ) -> dict[str, dict]:
@@ -149,7 +159,8 @@ def services_from(
         assert container.get("command") in (None, ["ppomq"]), container.get("command")
         services[name]["command"] = list(container["args"])
         mine = {k: v for k, v in overrides.items() if name in OVERRIDABLE[k]}
-        services[name]["environment"] = envs[name] | mine
+        env = envs[name] | mine
+        services[name]["environment"] = {k: K8S_KEY_PATHS.get(v, v) for k, v in env.items()}
     redis_env = services["redis"]["environment"]
     for key in redis_env:
         # An optional Secret key the overlay does not set is not in the environment.

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -104,13 +105,16 @@ def test_docker_compose_resolves_the_file_as_we_do(tmp_path, env_file):
         assert env == mine["environment"], name
         assert service.get("command") == mine.get("command"), name
         assert service.get("entrypoint") == mine.get("entrypoint"), name
-        assert service["healthcheck"]["test"] == mine["healthcheck"]["test"], name
+        if name != "keys":  # a one-shot job: nothing to probe
+            assert service["healthcheck"]["test"] == mine["healthcheck"]["test"], name
 
 
 def test_compose_services_run_real_subcommands_with_their_own_settings(compose):
     subcommands = set(build_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
     seen = {}
     for name, service in compose["services"].items():
+        if name == "keys":
+            continue  # deploy/curve/make-keys.sh: test_compose_curve_keys_...
         sub = ppomq_subcommand(service)
         if service.get("image", "").startswith(("redis:", "ppomq-tensorboard")):
             continue
@@ -123,6 +127,86 @@ def test_compose_services_run_real_subcommands_with_their_own_settings(compose):
     assert set(seen) == {"learner", "weightserver", "actor"}
 
 
+def _mounts(service: dict) -> dict[str, str]:
+    """target -> source of a resolved service's volumes (short syntax)."""
+    out = {}
+    for volume in service.get("volumes", []):
+        source, target = str(volume).split(":")[:2]
+        out[target] = source
+    return out
+
+
+def test_compose_curve_keys_are_made_once_and_each_service_mounts_only_its_own():
+    """The learner and the weightserver bind beyond loopback, so compose gives them CURVE
+    keys: the `keys` job writes them (before anything that uses them starts) into two
+    volumes; the servers mount the server's pair and the allow-list, the actors their own
+    pair and the server's public key, never the server's secret. Plain ZeroMQ is an
+    explicit choice (empty cert settings + PPOMQ_INSECURE_PLAINTEXT)."""
+    s = resolve_compose({})["services"]
+    keys = s["keys"]
+    assert keys["entrypoint"] == ["sh", "/etc/ppomq/make-keys.sh"]
+    assert _mounts(keys) == {
+        "/etc/ppomq/make-keys.sh": "./deploy/curve/make-keys.sh",
+        "/keys/server": "keys-server",
+        "/keys/actor": "keys-actor",
+    }
+    for name in ("learner", "weightserver", "actor"):
+        assert s[name]["depends_on"]["keys"] == {"condition": "service_completed_successfully"}
+    for name in ("learner", "weightserver"):
+        env = s[name]["environment"]
+        assert env["PPOMQ_CURVE_SERVER_CERT"] == "/keys/server/server.key_secret"
+        assert env["PPOMQ_CURVE_ALLOWED_DIR"] == "/keys/server/allowed"
+        assert "PPOMQ_INSECURE_PLAINTEXT" not in env
+        assert _mounts(s[name])["/keys/server"] == "keys-server"
+        assert "/keys/actor" not in _mounts(s[name])
+    actor = s["actor"]
+    assert actor["environment"]["PPOMQ_CURVE_ACTOR_CERT"] == "/keys/actor/actor-0.key_secret"
+    assert actor["environment"]["PPOMQ_CURVE_SERVER_PUBLIC_CERT"] == "/keys/actor/server.key"
+    assert _mounts(actor) == {"/keys/actor": "keys-actor"}
+    # Keys copied to an actor host: a bind mount instead of the volume.
+    copied = resolve_compose({"ACTOR_KEYS": "./actor-keys"})["services"]["actor"]
+    assert _mounts(copied) == {"/keys/actor": "./actor-keys"}
+    # Plain ZeroMQ, chosen: the cert settings set empty reach the services empty.
+    plain = resolve_compose({"PPOMQ_CURVE_SERVER_CERT": "", "PPOMQ_CURVE_ALLOWED_DIR": "",
+                             "PPOMQ_INSECURE_PLAINTEXT": "true",
+                             "PPOMQ_CURVE_ACTOR_CERT": ""})["services"]  # fmt: skip
+    assert plain["learner"]["environment"]["PPOMQ_CURVE_SERVER_CERT"] == ""
+    assert plain["learner"]["environment"]["PPOMQ_INSECURE_PLAINTEXT"] == "true"
+    assert plain["actor"]["environment"]["PPOMQ_CURVE_ACTOR_CERT"] == ""
+
+
+def test_make_keys_writes_the_two_halves_once(tmp_path):
+    """deploy/curve/make-keys.sh, run as the keys job runs it: the server half holds no
+    actor secret and the actor half no server secret; every file is private; a second run
+    (a restart, a second `up`) keeps the keys."""
+    script = REPO / "deploy" / "curve" / "make-keys.sh"
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "TMPDIR": str(tmp_path),
+        "KEYS_SERVER": str(tmp_path / "server"),
+        "KEYS_ACTOR": str(tmp_path / "actor"),
+    }
+    first = _run(["sh", str(script)], env=env, cwd=tmp_path)
+    assert first.returncode == 0 and "wrote new CURVE keys" in first.stdout, first.stderr
+    files = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()}
+    assert files == {"server/server.key_secret", "server/server.key",
+                     "server/allowed/actor-0.key", "actor/actor-0.key_secret",
+                     "actor/server.key"}  # fmt: skip
+    assert all((tmp_path / f).stat().st_mode & 0o077 == 0 for f in files)
+    before = {f: (tmp_path / f).read_bytes() for f in files}
+    again = _run(["sh", str(script)], env=env, cwd=tmp_path)
+    assert again.returncode == 0 and "keeping" in again.stdout
+    assert {f: (tmp_path / f).read_bytes() for f in files} == before
+    # The halves fit: the actor's public key is the allowed one, the server's the same.
+    actor_public = (tmp_path / "actor" / "actor-0.key_secret").read_text()
+    allowed = (tmp_path / "server" / "allowed" / "actor-0.key").read_text()
+    pub = [ln for ln in allowed.splitlines() if "public-key" in ln]
+    assert pub and pub[0] in actor_public
+    assert (tmp_path / "actor/server.key").read_bytes() == (
+        tmp_path / "server/server.key"
+    ).read_bytes()
+
+
 def test_every_setting_of_a_compose_service_reaches_it_from_the_shell_or_env_file():
     """README: every setting is a PPOMQ_* variable, set in the shell or .env. Each service
     names each setting it reads, so one the file does not interpolate still arrives."""
@@ -130,11 +214,6 @@ def test_every_setting_of_a_compose_service_reaches_it_from_the_shell_or_env_fil
     # Replicas of one service share its environment: a shared actor index would give
     # them the same env seeds, so the actors derive theirs from their hostnames instead.
     left_out = {"actor": {"PPOMQ_ACTOR_INDEX"}}
-    # CURVE (README "Authentication (CURVE, opt-in)") is not wired into compose yet: key
-    # files need mounting, not just a variable. The next step of issue 17 wires it.
-    curve_server = {"PPOMQ_CURVE_SERVER_CERT", "PPOMQ_CURVE_ALLOWED_DIR"}
-    left_out["learner"] = left_out["weightserver"] = curve_server
-    left_out["actor"] |= {"PPOMQ_CURVE_ACTOR_CERT", "PPOMQ_CURVE_SERVER_PUBLIC_CERT"}
     for name in ("learner", "actor", "weightserver"):
         names = {f"{ENV_PREFIX}{f.upper()}" for f in SETTINGS_OF[name].model_fields}
         missing = names - set(raw[name]["environment"]) - left_out.get(name, set())
@@ -218,19 +297,24 @@ def test_compose_redis_urls_use_least_privilege_users_and_the_redis_passwords(co
 def test_compose_start_order_health_restart_and_scaling(compose):
     s = compose["services"]
     # Only Redis must be healthy first (the services wait for it on their own for at most
-    # 120 s); the rest start together, each healthcheck interval off the critical path.
+    # 120 s), and the CURVE keys made; the rest start together, each healthcheck interval
+    # off the critical path.
+    made = {"condition": "service_completed_successfully"}
     assert s["actor"]["depends_on"] == {
+        "keys": made,
         "learner": {"condition": "service_started"},
         "weightserver": {"condition": "service_started"},
     }
     assert s["learner"]["depends_on"] == {
         "redis": {"condition": "service_healthy"},
+        "keys": made,
         "weightserver": {"condition": "service_started"},
     }
     assert s["weightserver"]["depends_on"]["redis"] == {"condition": "service_healthy"}
+    assert s["keys"]["restart"] == "no" and "depends_on" not in s["keys"]
     for name, service in s.items():
         assert "restart" in service, name
-        assert "healthcheck" in service or service.get("profiles"), name
+        assert "healthcheck" in service or service.get("profiles") or name == "keys", name
     # --scale actor=N: no fixed name, no host port.
     assert "container_name" not in s["actor"] and "ports" not in s["actor"]
     # Redis: append-only file in a volume, password users from deploy/redis/users.acl.

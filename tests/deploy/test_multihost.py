@@ -43,6 +43,7 @@ VENV_BIN = Path(sys.executable).parent
 SUBNET = "10.231.0"
 # host name -> compose service it runs. Two hosts for the actor service: its replicas.
 HOSTS = {
+    "keys": "keys",
     "redis": "redis",
     "weightserver": "weightserver",
     "learner": "learner",
@@ -231,6 +232,10 @@ class Host:
             source, target = str(volume).split(":")[:2]
             if source.startswith("./"):
                 self.paths[target] = str(REPO / source[2:])
+            elif source.startswith("keys-"):
+                # The CURVE keys, made once and copied to every host that needs them
+                # (docker-compose.yml's recipe for actors on other machines).
+                self.paths[target] = str(root / "copied-keys" / source)
             else:
                 local = home / "volumes" / source
                 local.mkdir(parents=True)
@@ -315,15 +320,21 @@ class Topology:
         for service in _start_order(self.services):
             conditions = self.services[service].get("depends_on", {})
             for dep, cond in conditions.items():
-                assert cond["condition"] in ("service_healthy", "service_started"), (service, dep)
-                if cond["condition"] == "service_started":
-                    continue  # started already: _start_order puts it first
+                assert cond["condition"] in (
+                    "service_healthy", "service_started", "service_completed_successfully"
+                ), (service, dep)  # fmt: skip
+                if cond["condition"] != "service_healthy":
+                    continue  # started or run already: _start_order puts it first
                 for host in hosts.values():
                     if HOSTS[host.name] == dep and host.name not in healthy:
                         _wait_healthy(lab, host)
                         healthy.add(host.name)
             for host in hosts.values():
-                if HOSTS[host.name] == service:
+                if HOSTS[host.name] != service:
+                    continue
+                if service == "keys":  # a job: run to its end (exit 0) before its dependents
+                    lab.run(host.name, host.argv, host.env, timeout=60)
+                else:
                     lab.start(host.name, host.argv, host.env, cwd=host.workdir)
 
     def redis_get(self, *args: str) -> str:

@@ -172,6 +172,23 @@ def test_learner_port_in_use_is_one_line_naming_the_fix(tmp_path, redis_url):
     assert "--rollout-bind" in _one_line_error(out)
 
 
+@pytest.mark.parametrize(
+    ("service", "flag"), [("learner", "--rollout-bind"), ("weightserver", "--bind")]
+)
+def test_a_service_binding_beyond_loopback_without_curve_refuses_to_start(
+    tmp_path, redis_url, service, flag
+):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    run_dir = ["--run-dir", str(tmp_path / "l")] if service == "learner" else []
+    out = _run([service, "--redis-url", redis_url, flag, f"tcp://*:{port}", *run_dir])
+    assert out.returncode == 2
+    line = _one_line_error(out)
+    assert f"{flag} tcp://*:{port} reaches beyond loopback" in line
+    assert "--insecure-plaintext" in line
+
+
 def test_status_reports_a_finished_runs_learner(tmp_path):
     pytest.importorskip("redis")
     Path(tmp_path).mkdir(exist_ok=True)

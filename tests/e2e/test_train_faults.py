@@ -329,7 +329,8 @@ def test_the_binds_given_are_the_ones_used_and_settings_json_is_what_children_go
         a.bind(("127.0.0.1", 0))
         b.bind(("127.0.0.1", 0))
         rollout, weights = a.getsockname()[1], b.getsockname()[1]
-    run = train("--actors", "1", "--total-steps", "0", "--duration-s", "6",
+    # A bind beyond loopback needs CURVE: --curve makes the run's keys.
+    run = train("--actors", "1", "--total-steps", "0", "--duration-s", "6", "--curve",
                 "--rollout-bind", f"tcp://127.0.0.1:{rollout}",
                 "--weightserver-bind", f"tcp://*:{weights}", "--gamma", "0.97", *SMALL)  # fmt: skip
     try:
@@ -351,6 +352,11 @@ def test_the_binds_given_are_the_ones_used_and_settings_json_is_what_children_go
     differ = {k: (cfg[k], v) for k, v in learner_cfg.items() if k in cfg and cfg[k] != v}
     assert differ == {}
     assert learner_cfg["gamma"] == 0.97
+    keys = run.run_dir / "keys"
+    assert learner_cfg["curve_server_cert"] == str(keys / "server.key_secret")
+    assert oct((keys / "actors" / "actor-0.key_secret").stat().st_mode & 0o777) == "0o600"
+    assert "(CURVE)" in (run.run_dir / "logs" / "actor-0.log").read_text()
+    assert "CURVE, keys in RUN_DIR/keys" in out.splitlines()[0]
     _gone(run)
 
 

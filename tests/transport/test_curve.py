@@ -19,6 +19,7 @@ from ppomq.curve import (
     CurveClient,
     actor_id_matches_key,
     client_from_settings,
+    is_loopback_bind,
     key_suffix,
     sender_key,
     server_from_settings,
@@ -41,7 +42,10 @@ def server(keys: Path):
         SimpleNamespace(
             curve_server_cert=str(keys / "server.key_secret"),
             curve_allowed_dir=str(keys / "allowed"),
-        )
+            insecure_plaintext=False,
+        ),
+        bind="tcp://127.0.0.1:5555",
+        bind_flag="--rollout-bind",
     )
 
 
@@ -122,14 +126,48 @@ def _one_line(exc: pytest.ExceptionInfo[UsageError]) -> str:
     return text
 
 
+LOOP = "tcp://127.0.0.1:5556"
+
+
+def _srv_settings(cert: str, allowed: str, insecure: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(
+        curve_server_cert=cert, curve_allowed_dir=allowed, insecure_plaintext=insecure
+    )
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "loopback"),
+    [("tcp://127.0.0.1:5555", True), ("tcp://127.1.2.3:1", True), ("tcp://[::1]:5555", True),
+     ("tcp://localhost:5555", True), ("ipc:///tmp/x", True), ("inproc://x", True),
+     ("tcp://*:5555", False), ("tcp://0.0.0.0:5555", False), ("tcp://[::]:5555", False),
+     ("tcp://10.0.0.7:5555", False), ("tcp://eth0:5555", False), ("tcp://host:1", False),
+     ("udp://127.0.0.1:1", False), ("127.0.0.1:5555", False)],
+)  # fmt: skip
+def test_loopback_is_only_what_no_other_host_can_reach(endpoint, loopback):
+    assert is_loopback_bind(endpoint) is loopback
+
+
+def test_a_bind_beyond_loopback_needs_curve_or_the_explicit_insecure_flag(keys):
+    for bind in ("tcp://*:5555", "tcp://0.0.0.0:1", "tcp://10.1.2.3:1"):
+        with pytest.raises(UsageError) as e:
+            server_from_settings(_srv_settings("", ""), bind=bind, bind_flag="--rollout-bind")
+        text = _one_line(e)
+        assert f"--rollout-bind {bind} reaches beyond loopback" in text
+        assert "--insecure-plaintext" in text and "ppomq keys generate" in text
+        insecure = _srv_settings("", "", insecure=True)
+        assert server_from_settings(insecure, bind=bind, bind_flag="--bind") is None
+        cert, allowed = str(keys / "server.key_secret"), str(keys / "allowed")
+        assert server_from_settings(_srv_settings(cert, allowed), bind=bind, bind_flag="--bind")
+
+
 def test_bad_key_settings_are_one_line_errors_naming_the_file(keys, tmp_path):
     def srv(cert: str, allowed: str) -> None:
-        server_from_settings(SimpleNamespace(curve_server_cert=cert, curve_allowed_dir=allowed))
+        server_from_settings(_srv_settings(cert, allowed), bind=LOOP, bind_flag="--bind")
 
     def cli(cert: str, pub: str) -> None:
         client_from_settings(SimpleNamespace(curve_actor_cert=cert, curve_server_public_cert=pub))
 
-    assert server_from_settings(SimpleNamespace(curve_server_cert="", curve_allowed_dir="")) is None
+    assert server_from_settings(_srv_settings("", ""), bind=LOOP, bind_flag="--bind") is None
     assert cli("", "") is None
     allowed = str(keys / "allowed")
     secret = str(keys / "server.key_secret")

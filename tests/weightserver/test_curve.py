@@ -4,6 +4,7 @@ none reaches the server; bad key settings stop it at start with one line, exit 2
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -101,3 +102,27 @@ def test_bad_key_settings_stop_it_at_start_with_one_line(redis_url, keys, flags,
     assert proc.returncode == 2, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("ppomq: error:")]
     assert len(errors) == 1 and needle.format(k=keys) in errors[0], proc.stderr
+
+
+def _probe(server: WeightserverProcess, redis_url: str, **env: str) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    base |= {"PPOMQ_BIND": server.endpoint, "PPOMQ_RUN_ID": "curve", "PPOMQ_REDIS_URL": redis_url}
+    return subprocess.run(
+        [sys.executable, "-m", "ppomq.healthcheck", "weightserver"],
+        env=base | env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+
+
+def test_the_healthcheck_pings_a_curve_weightserver_with_the_servers_own_key(
+    server: WeightserverProcess, redis_url: str, keys: Path
+) -> None:
+    server.wait_for_log("listening on")
+    curve_env = {
+        "PPOMQ_CURVE_SERVER_CERT": str(keys / "keys" / "server.key_secret"),
+        "PPOMQ_CURVE_ALLOWED_DIR": str(keys / "keys" / "allowed"),
+    }
+    ok = _probe(server, redis_url, **curve_env)
+    assert ok.returncode == 0 and "holds version" in ok.stdout, ok.stdout + ok.stderr
+    # Without the server's key the probe is a stranger like any other: no answer.
+    plain = _probe(server, redis_url)
+    assert plain.returncode == 1 and "did not answer" in plain.stdout, plain.stdout

@@ -7,13 +7,15 @@ Writes, in ZeroMQ's certificate format (pyzmq's `zmq.auth.create_certificates`):
     DIR/allowed/actor-I.key                        the allow-list: the actors' public certs
 
 Secret files are mode 0600 (directories 0700). Existing keys are never overwritten.
-CURVE is opt-in for now: README "Authentication (CURVE, opt-in)".
+The learner and the weightserver need them whenever they bind beyond loopback: README
+"Security".
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from ..errors import UsageError
 def register(sub: Any) -> None:
     parser = sub.add_parser(
         "keys",
-        help="generate CURVE keys for the data plane (opt-in authentication + encryption)",
+        help="generate CURVE keys for the data plane (authentication + encryption)",
         description="Generate ZeroMQ CURVE certificates: one server pair (learner and "
         "weightservers), one pair per actor, and the allow-list of actor public keys.",
     )
@@ -93,6 +95,15 @@ def run_generate(args: argparse.Namespace) -> int:
         print(f"actor {i}:")
         print(f"  PPOMQ_CURVE_ACTOR_CERT={out / 'actors' / f'actor-{i}.key_secret'}")
         print(f"  PPOMQ_CURVE_SERVER_PUBLIC_CERT={out / 'server.key'}")
+    if args.actors >= 1:
+        q = shlex.quote
+        print('\nKubernetes (k8s/README.md "CURVE keys"; actor replicas share actor-0\'s pair):')
+        create = "  kubectl -n ppomq create secret generic"
+        print(f"{create} ppomq-curve-server --from-file={q(str(out / 'server.key_secret'))}")
+        print(f"{create} ppomq-curve-allowed --from-file={q(str(out / 'allowed'))}/")
+        actor0 = q(str(out / "actors" / "actor-0.key_secret"))
+        print(f"{create} ppomq-curve-actor --from-file=actor.key_secret={actor0} "
+              f"--from-file={q(str(out / 'server.key'))}")  # fmt: skip
     print(
         "\nKeep *.key_secret files private (only actor-I's goes to actor I); the allow-list "
         "is read at start: restart the learner and weightservers after changing it."

@@ -26,6 +26,7 @@ from ..settings import (
 )
 from ..timeline import Timeline
 from .child import Child
+from .dataplane import run_keys
 from .messages import _error, _exit_text, _first_line, _last_error_line, _note
 from .shutdown import _Shutdown
 from .wiring import _child_env, _port_of, _subset, connect_addr, default_run_dir
@@ -105,6 +106,8 @@ class Launcher(_Shutdown):
         rollout_bind = s.rollout_bind or f"tcp://127.0.0.1:{free_port()}"
         weights_bind = s.weightserver_bind or f"tcp://127.0.0.1:{free_port()}"
         common = {"redis_url": redis_url, "run_dir": str(self.run_dir)}
+        keys = run_keys(self.run_dir, s.actors) if s.curve else None
+        server_curve = keys.server_settings() if keys else {}
         # One /metrics port per process when asked: learner PORT, weightserver PORT+1,
         # actor i PORT+2+i.
         port0 = s.metrics_port
@@ -114,8 +117,9 @@ class Launcher(_Shutdown):
             redis_url=redis_url,
             bind=weights_bind,
             metrics_port=port0 + 1 if port0 else 0,
+            **server_curve,
         )
-        learner = _subset(s, LearnerSettings, rollout_bind=rollout_bind, **common)
+        learner = _subset(s, LearnerSettings, rollout_bind=rollout_bind, **common, **server_curve)
         # Secrets redacted (the Redis password too): the run dir is shared, e.g. with TensorBoard.
         (self.run_dir / "settings.json").write_text(
             json.dumps(
@@ -127,6 +131,7 @@ class Launcher(_Shutdown):
                     rollout_port=_port_of(rollout_bind),
                     weights_port=_port_of(weights_bind),
                     redis_data_dir=REDIS_DIR if self.redis is not None else None,
+                    **server_curve,
                 ),
                 indent=2,
             )
@@ -146,6 +151,7 @@ class Launcher(_Shutdown):
                 metrics_port=port0 + 2 + i if port0 else 0,
                 learner_addr=connect_addr(rollout_bind),
                 weightserver_addr=connect_addr(weights_bind),
+                **(keys.actor_settings(i) if keys else {}),
             )
             self.children.append(
                 Child(f"actor-{i}", ["actor"], _child_env(actor), logs / f"actor-{i}.log")

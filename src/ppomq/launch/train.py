@@ -6,23 +6,20 @@ import json
 import signal
 import sys
 
-from ..errors import UsageError, UserError
+from ..errors import UserError
 from ..settings import TrainSettings
+from .dataplane import describe_data_plane
 from .progress import Progress, _summary_text
 from .shutdown import _StopSignals, _Terminated
 from .supervisor import Launcher
 
 
 def run_train(settings: TrainSettings) -> int:
-    if settings.curve_server_cert or settings.curve_allowed_dir:
-        raise UsageError(
-            "CURVE (curve_server_cert / curve_allowed_dir) is not wired into `ppomq train` "
-            "yet: a local run stays on loopback; run `ppomq learner/weightserver/actor` for it"
-        )
+    data_plane = describe_data_plane(settings)  # one-line error before anything starts
     launcher = Launcher(settings)
     print(
         f"ppomq train: {settings.env_id}, {settings.mode} mode, {settings.actors} actor(s); "
-        f"run dir {launcher.run_dir}",
+        f"run dir {launcher.run_dir}; {data_plane}",
         flush=True,
     )
     interrupted = False

@@ -74,23 +74,31 @@ class TransportSettings(_Group):
 
 
 class CurveServerSettings(_Group):
-    """CURVE on a binding socket (learner, weightserver); opt-in, README "Authentication"."""
+    """CURVE on a binding socket (learner, weightserver); required beyond loopback,
+    README "Authentication"."""
 
     curve_server_cert: str = Field(
         "",
         description="The server's secret certificate (ZeroMQ format, NAME.key_secret; "
         "`ppomq keys generate` writes DIR/server.key_secret). Set together with "
-        "curve_allowed_dir; both empty: no CURVE (plain ZeroMQ, the default for now).",
+        "curve_allowed_dir; both empty: no CURVE, which only a loopback bind (or "
+        "insecure_plaintext) allows.",
     )
     curve_allowed_dir: str = Field(
         "",
         description="Directory of the public certificates (*.key) of the actors allowed in "
         "(DIR/allowed); every other key is refused. Read at start.",
     )
+    insecure_plaintext: bool = Field(
+        False,
+        description="Serve plain, unauthenticated ZeroMQ on a bind beyond loopback: anyone "
+        "who reaches the port may send rollouts and read weights. Off: such a bind needs "
+        "CURVE. Loopback binds never need CURVE.",
+    )
 
 
 class CurveClientSettings(_Group):
-    """CURVE on a connecting socket (actor); opt-in, README "Authentication"."""
+    """CURVE on a connecting socket (actor), README "Authentication"."""
 
     curve_actor_cert: str = Field(
         "",
@@ -365,6 +373,13 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
         "under the same run id (the old run dir moved to RUN_DIR.N). `ppomq train` defaults "
         "to true (each run gets a new run dir unless --run-dir is given); --no-resume refuses "
         "a finished --run-dir. A run that has not finished always resumes.",
+    )
+    curve: bool = Field(
+        False,
+        description="CURVE on the run's sockets, with keys made for it in RUN_DIR/keys "
+        "(`ppomq keys generate`'s layout, kept for a resumed run; write them there first "
+        "with more --actors to let actors from other hosts in). Off: plain ZeroMQ, which "
+        "only loopback binds (or insecure_plaintext) allow.",
     )
     restart_actors: bool = Field(True, description="Restart an actor that crashes.")
     progress: bool = Field(True, description="Show live progress on the terminal.")
