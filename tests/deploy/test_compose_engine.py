@@ -98,9 +98,17 @@ def test_up_build_trains_a_finite_run_to_a_solved_summary(project: ComposeProjec
     assert "now serving version 1 " in output  # the weightserver served trained weights
     codes = exit_codes(project)
     assert set(codes) == {
-        f"{project.name}-{s}" for s in ("weightserver-1", "learner-1", "actor-1", "actor-2")
+        f"{project.name}-{s}"
+        for s in ("keys-1", "weightserver-1", "learner-1", "actor-1", "actor-2")
     }, codes
     assert all(code == 0 for code in codes.values()), codes
+    # The data plane ran under CURVE, with the keys the `keys` job made on this first `up`.
+    assert "make-keys: wrote new CURVE keys" in output
+    assert "(CURVE, allow-list /keys/server/allowed)" in output  # the learner's start line
+    # The multi-host recipe's first step: the actors' key, copied out of the exited job.
+    copied = tmp_path / "actor-keys"
+    project.run("cp", "keys:/keys/actor", str(copied))
+    assert sorted(p.name for p in copied.iterdir()) == ["actor-0.key_secret", "server.key"]
     summary = read_summary(project, tmp_path)
     assert summary["solved_at_env_steps"] is not None, summary
     assert summary["final_mean_return_20"] >= 475

@@ -152,3 +152,8 @@ def test_curve_admits_only_allowed_keys_and_binds_actor_ids_to_them(redis_url, t
     assert list(seen) and all(a.endswith(suffix) and a != spoofed_id for a in seen), seen
     assert summary["batches_accepted"] >= 5
     assert summary["total_env_steps"] == summary["batches_accepted"] * T * N
+    led = summary["ledger"]["totals"]
+    print(f"\nSECURITY curve: accepted {summary['batches_accepted']} (honest key only), "
+          f"rejected {summary['batches_rejected']}, strangers' batches received "
+          f"{led['received'] - summary['batches_accepted'] - sum(summary['batches_rejected'].values())}, "
+          f"ledger {led}")  # fmt: skip
