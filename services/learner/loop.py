@@ -22,6 +22,7 @@ from ppomq.metrics import LearnerMetrics
 from ppomq.models import numpy_state
 from ppomq.proto import DecodeError, Reason, RolloutBatch, SeqTracker, pack_weights
 from ppomq.rundir import RunRecorder
+from ppomq.safe_load import load_plain
 from ppomq.settings import LearnerSettings
 from ppomq.signals import WarmStop
 from ppomq.weightserver.keys import RunKeys
@@ -468,7 +469,14 @@ class LearnerLoop:
 
 
 def load_checkpoint(run_dir: str) -> dict[str, Any] | None:
+    """The run dir's checkpoint, None if it has none. Read with `weights_only=True`: a
+    checkpoint holds only tensors and plain containers, so a file that needs more (one put
+    in a shared run dir by someone else) is refused, never unpickled into running code."""
     path = Path(run_dir) / CKPT_NAME
     if not path.exists():
         return None
-    return torch.load(path, map_location="cpu", weights_only=False)
+    return load_plain(
+        path,
+        what="a ppomq checkpoint",
+        fix="it was not written by a ppomq learner: move it away to start the run over",
+    )

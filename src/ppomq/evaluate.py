@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +10,7 @@ import torch
 
 from .errors import NotFoundError, UsageError
 from .models import ModelSpecError, Policy, build_model
+from .safe_load import load_plain
 
 
 def check_fits_env(model: dict[str, Any], env_id: str, obs_space: Any, action_space: Any) -> None:
@@ -73,21 +72,7 @@ def load_weights_file(path: str | Path) -> tuple[Policy, dict[str, Any]]:
     if not path.exists():
         raise NotFoundError(f"weights file {path} not found; check the path")
     use = "use a run dir's final_weights.pt or a file from `ppomq weights export`"
-    try:
-        with warnings.catch_warnings():  # a crafted file's pickle protocol: not for the user
-            warnings.filterwarnings("ignore", module=r"torch\._weights_only_unpickler")
-            doc = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        if "weights only" in str(exc).lower():
-            raise UsageError(
-                f"{path} is not a ppomq weights file: loading it would need unpickling "
-                f"arbitrary code, which ppomq refuses; {use}"
-            ) from None
-        raise UsageError(f"{path} is not a ppomq weights file (not a torch file); {use}") from None
-    except Exception as exc:  # the safe unpickler fails on junk in many ways
-        raise UsageError(
-            f"{path} is not a ppomq weights file ({type(exc).__name__}); {use}"
-        ) from None
+    doc = load_plain(path, what="a ppomq weights file", fix=use)
     try:
         meta = dict(doc["metadata"])
         # Exported versions carry the env in the header's `extra`; run dirs at top level.

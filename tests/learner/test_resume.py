@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from ppomq.learner.loop import load_checkpoint
@@ -132,3 +133,27 @@ def test_a_learner_without_a_checkpoint_goes_on_from_the_runs_newest_weights(tmp
     assert again.version == loop.version + 1
     for name, arr in numpy_state(again.trainer.policy).items():
         np.testing.assert_array_equal(arr, newest[name])
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(tmp_path):
+    import os
+    import pickle
+
+    from ppomq.errors import UsageError
+    from ppomq.learner.loop import CKPT_NAME
+
+    marker = tmp_path / "payload-ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = tmp_path / CKPT_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps({"trainer": Payload(), "version": 3}))
+    with pytest.raises(UsageError) as refused:
+        load_checkpoint(str(tmp_path))
+    assert not marker.exists(), "the checkpoint's pickle payload ran"
+    text = str(refused.value)
+    assert str(path) in text and "\n" not in text
+    assert "arbitrary code" in text and "move it away" in text
