@@ -160,13 +160,12 @@ class LearnerLoop:
 
     def _admit(self, batch: RolloutBatch) -> bool:
         """Whether `batch` is trained on. Counts it as received, and only once accepted
-        does anything it says count: env steps, episodes, its actor's `seq`."""
+        does anything it says count: env steps, episodes, its actor's `seq`, its liveness."""
         steps = batch.num_steps * batch.num_envs
         self.produced_batches += 1
         admitted = self._gate(batch)
         outcome = "accepted" if admitted else self._refusal
         self._forget(self.ledger.note(batch.actor_id, outcome, sent=batch.sent))
-        self.roster.heard(batch.actor_id)
         a = self.actors.setdefault(batch.actor_id, {"batches": 0, "env_steps": 0})
         a.update(
             last_seen=time.time(),
@@ -179,6 +178,9 @@ class LearnerLoop:
             a["discarded_env_steps"] = a.get("discarded_env_steps", 0) + steps
             return False
         self.seqs.record(batch.actor_id, batch.seq)
+        # Only an accepted batch makes its actor one that updates wait for: refused ones
+        # under made-up ids would otherwise hold every update up for --actor-timeout-s.
+        self.roster.heard(batch.actor_id)
         self.env_steps += steps
         self.recorder.add_episodes(
             batch.episodes.returns,

@@ -255,6 +255,26 @@ def test_async_update_waits_for_every_live_actor_then_drops_a_silent_one(tmp_pat
     assert loop.version == 8 and loop.last_stats["charts/samples"] == 16
 
 
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_refused_batches_under_made_up_ids_are_not_actors_an_update_waits_for(
+    tmp_path, redis_url, mode
+):
+    """Issue 17: forged ids used to become live actors, so each update waited for their
+    batches until they fell silent (--actor-timeout-s)."""
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, mode=mode, actors=1, actor_timeout_s=600, max_staleness=0
+    )  # fmt: skip
+    batches.put(_sample(runner, inference, "honest", 5, 0))
+    assert loop.step(WarmStop())
+    for k in range(50):  # stale, one per made-up id
+        batches.put(_sample(runner, inference, f"forged-{k}", 0, k))
+    batches.put(_sample(runner, inference, "honest", 6, 1))
+    assert loop.step(WarmStop())
+    assert loop.roster.live() == {"honest"} and loop.roster.expected() == 1
+    assert loop.version == 7 and loop.gate.rejected == {"stale": 50}
+    assert loop.last_stats["charts/samples"] == 16
+
+
 def test_sync_quorum_drops_a_silent_actor_and_takes_a_new_one(tmp_path, redis_url):
     loop, batches, runner, inference, _ = _setup(
         tmp_path, redis_url, mode="sync", actors=2, actor_timeout_s=0.3
