@@ -15,8 +15,10 @@ mid-send, a network partition, or a learner restart (what a dead learner receive
 its last checkpoint). The totals count every actor ever seen, forgotten ones included.
 
 Bounded: an actor not heard from for `forget_after_s` is forgotten, and beyond
-`max_actors` the least recently heard one is dropped (`actors_forgotten`,
-`actors_dropped_over_cap`); the caller drops its own per-actor state for the ids
+`max_actors` one is dropped (`actors_forgotten`, `actors_dropped_over_cap`): the least
+recently heard of those never trained on, so that a flood of made-up ids pushes out only
+its own kind, and the least recently heard of all once every tracked actor has been
+trained on; the caller drops its own per-actor state for the ids
 `prune`/`note` return. Pure: no I/O, no threads; the clock is injectable for tests.
 """
 
@@ -57,6 +59,7 @@ class RolloutLedger:
         self.forget_after_s = forget_after_s
         self.clock = clock
         self.actors: OrderedDict[str, dict[str, Any]] = OrderedDict()  # least recent first
+        self._untrained: OrderedDict[str, None] = OrderedDict()  # no batch accepted yet
         self.totals: dict[str, Any] = self._zero_totals()
 
     @staticmethod
@@ -72,16 +75,14 @@ class RolloutLedger:
         "duplicate" or an invalid reason. Returns the ids dropped over the cap (the caller
         drops its own state for them)."""
         row = self.actors.get(actor_id)
-        dropped: list[str] = []
         if row is None:
             row = self.actors[actor_id] = _row()
+            self._untrained[actor_id] = None
             self.totals["actors_seen"] += 1
-            while len(self.actors) > self.max_actors:
-                gone, _ = self.actors.popitem(last=False)
-                self.totals["actors_dropped_over_cap"] += 1
-                dropped.append(gone)
         else:
             self.actors.move_to_end(actor_id)
+            if actor_id in self._untrained:
+                self._untrained.move_to_end(actor_id)
         t = self.totals
         lost_before = row["lost_in_flight"]
         if sent is not None and (row["sent"] is None or sent > row["sent"]):
@@ -92,6 +93,7 @@ class RolloutLedger:
         if outcome == "accepted":
             if row["accepted"] == 0:
                 t["actors_trained"] += 1
+                self._untrained.pop(actor_id, None)
             row["accepted"] += 1
             t["accepted"] += 1
         elif outcome in ("stale", "duplicate"):
@@ -104,6 +106,18 @@ class RolloutLedger:
         row["lost_in_flight"] = _lost(row)
         t["lost_in_flight"] += row["lost_in_flight"] - lost_before
         row["last_seen"] = self.clock()
+        return self._over_cap()
+
+    def _over_cap(self) -> list[str]:
+        dropped: list[str] = []
+        while len(self.actors) > self.max_actors:
+            if self._untrained:
+                gone, _ = self._untrained.popitem(last=False)
+                del self.actors[gone]
+            else:
+                gone, _ = self.actors.popitem(last=False)
+            self.totals["actors_dropped_over_cap"] += 1
+            dropped.append(gone)
         return dropped
 
     def prune(self) -> list[str]:
@@ -115,6 +129,7 @@ class RolloutLedger:
             if row["last_seen"] >= cutoff:
                 break
             del self.actors[actor_id]
+            self._untrained.pop(actor_id, None)
             gone.append(actor_id)
         self.totals["actors_forgotten"] += len(gone)
         return gone
@@ -156,8 +171,8 @@ class RolloutLedger:
         self.actors = OrderedDict()
         for actor_id, row in state.get("actors", []):
             self.actors[str(actor_id)] = dict(_row(), **row)
+        untrained = [k for k, row in self.actors.items() if not row["accepted"]]
+        self._untrained = OrderedDict.fromkeys(untrained)
         self.totals = dict(self._zero_totals(), **state.get("totals", {}))
-        # A checkpoint written under a larger cap: the least recently heard go now.
-        while len(self.actors) > self.max_actors:
-            self.actors.popitem(last=False)
-            self.totals["actors_dropped_over_cap"] += 1
+        # A checkpoint written under a larger cap: the same rule drops the excess now.
+        self._over_cap()

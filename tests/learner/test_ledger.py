@@ -71,6 +71,30 @@ def test_forgotten_and_dropped_actors_leave_the_rows_but_not_the_totals():
     assert again.totals_view() == t and again.actors == led.actors
 
 
+def test_a_flood_of_untrained_ids_pushes_out_only_its_own_kind():
+    """Over the cap, the least recently heard actor never trained on goes first: 10,000
+    made-up ids cannot push out an honest actor that went quiet for a moment."""
+    clock = _Clock()
+    led = RolloutLedger(max_actors=3, clock=clock)
+    led.note("honest", "accepted", sent=1)
+    led.note("slow", "accepted", sent=1)
+    dropped = []
+    for i in range(10_000):
+        clock.t += 0.001
+        dropped += led.note(f"forged-{i}", "stale", sent=1)
+    assert list(led.actors) == ["honest", "slow", "forged-9999"]
+    assert dropped == [f"forged-{i}" for i in range(9_999)]
+    # A forged id that is then trained on is an actor like any other; once every tracked
+    # actor has been trained on, the least recently heard goes.
+    led.note("forged-9999", "accepted", sent=2)
+    assert led.note("new", "accepted", sent=1) == ["honest"]
+    assert list(led.actors) == ["slow", "forged-9999", "new"]
+    assert led.note("junk", "stale", sent=1) == ["junk"]  # the one never trained on
+    again = RolloutLedger(max_actors=2, clock=clock)  # a smaller cap at a restart
+    again.set_state(json.loads(json.dumps(led.get_state())))
+    assert list(again.actors) == ["forged-9999", "new"]
+
+
 def test_honest_actors_sent_equals_received_equals_accepted_plus_rejected(tmp_path, redis_url):
     loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=2, max_staleness=1)
     sent = {"a": 0, "b": 0}
@@ -143,10 +167,11 @@ def test_10000_actor_ids_leave_the_loops_per_actor_state_within_the_cap(tmp_path
     assert len(loop.roster._last_heard) <= 50 and len(loop.seqs) <= 50
     assert redis.hlen(RunKeys("loop").actors) <= 50
     t = loop.ledger.totals_view()
-    # Rows opened: the honest actor, pushed out by 2,500 newer ids each time, came back 3 times.
-    assert t["actors_seen"] == 10_004
-    assert t["actors_dropped_over_cap"] == 10_004 - t["actors_tracked"] > 9_900
+    # Rows opened: the honest actor's once; the made-up ids, never trained on, push out
+    # only each other (its row counts all 4 of its batches).
+    assert t["actors_seen"] == 10_001
+    assert t["actors_dropped_over_cap"] == 10_001 - t["actors_tracked"] > 9_900
     assert t["received"] == 10_004 and t["stale"] == 10_000 and t["accepted"] == 4
-    assert "honest" in loop.ledger.actors  # heard from most recently: kept
+    assert loop.ledger.actors["honest"]["accepted"] == 4
     ckpt = loop.checkpoint()
     assert ckpt.stat().st_size < 200_000
