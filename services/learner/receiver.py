@@ -4,7 +4,9 @@ Validation happens here, at the door: a message that fails `decode` is counted b
 and dropped; only valid batches reach the queue. A `seq` is checked here against the last
 one the loop accepted, never recorded here (the loop records it on acceptance). When the
 queue is full this thread stops reading, the socket's high-water mark fills, and actors
-block: backpressure, not loss.
+block: backpressure, not loss. Refused messages are handled at most `rejects_per_s` a
+second (RejectBudget): beyond that this thread pauses after each, so a flood of junk costs
+the learner a bounded share of its CPU whatever its rate; every one is still counted.
 """
 
 from __future__ import annotations
@@ -26,6 +28,29 @@ log = logging.getLogger(__name__)
 # Refused messages whose header names a sender, kept for the loop's rollout ledger until it
 # drains them (every ~50 ms); beyond this many, a flood's are counted by reason only.
 MAX_ATTRIBUTED = 4096
+# Refused messages handled per second, at most (and as a burst): beyond it the thread
+# pauses, the socket's high-water mark fills and the flooding peer blocks; ZeroMQ
+# fair-queues peers, so an honest actor's batches are still read in between. Measured
+# (benchmarks/results/flood.md): a one-core flood cost 15 % (CURVE off) and 39 % (on) of
+# the update rate beyond what a busy loop on that core costs without it, 10 % and 16 % with.
+REJECTS_PER_S = 500.0
+
+
+class RejectBudget:
+    """A token bucket: `spend()` takes one refused message and returns how long to pause
+    (0 within the budget) so that refusals stay at most `rate` a second."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self.clock = clock
+        self.tokens = rate  # a burst of one second's budget
+        self.last = clock()
+
+    def spend(self) -> float:
+        now = self.clock()
+        self.tokens = min(self.rate, self.tokens + (now - self.last) * self.rate) - 1.0
+        self.last = now
+        return -self.tokens / self.rate if self.tokens < 0 else 0.0
 
 
 class BatchReceiver(threading.Thread):
@@ -39,6 +64,7 @@ class BatchReceiver(threading.Thread):
         out: queue.Queue[RolloutBatch],
         poll_ms: int = 20,  # how long a stop can wait for this thread (end of every run)
         seqs: SeqTracker | None = None,
+        rejects_per_s: float = REJECTS_PER_S,
     ) -> None:
         super().__init__(name="rollout-receiver", daemon=True)
         self._make_socket = make_socket
@@ -48,6 +74,7 @@ class BatchReceiver(threading.Thread):
         # so a batch refused anywhere leaves its actor's seq as it was.
         self.seqs = seqs if seqs is not None else SeqTracker()
         self.poll_ms = poll_ms
+        self.rejects_per_s = rejects_per_s
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.error: BaseException | None = None
@@ -85,6 +112,7 @@ class BatchReceiver(threading.Thread):
         seqs = self.seqs
         # CURVE: each message carries the key it came from; the batch must say the same.
         authenticated = bool(getattr(sock, "authenticated", False))
+        budget = RejectBudget(self.rejects_per_s)
         try:
             while not self.stop_event.is_set():
                 frames = sock.recv(timeout_ms=self.poll_ms)
@@ -101,6 +129,9 @@ class BatchReceiver(threading.Thread):
                         if sender is not None:
                             self._attributed.append((sender[0], exc.reason.label, sender[1]))
                     self._warn(exc)
+                    pause = budget.spend()
+                    if pause:
+                        self.stop_event.wait(pause)
                     continue
                 with self._lock:
                     self._received += 1
