@@ -101,6 +101,7 @@ class LearnerLoop:
         )
         # The receiving thread (snapshot(), drain_attributed()), when the service has one.
         self.receiver: Any = None
+        self._door_stale_seen = (0, 0)
         self._last_counts = 0.0
         # The status's `updated_at`: the last update (the learner's liveness probe reads it),
         # not the last write: counts are written every second, updates or not.
@@ -216,6 +217,13 @@ class LearnerLoop:
         sender into the ledger (a door `seq_not_increasing` is a duplicate there)."""
         if self.receiver is None:
             return
+        self.receiver.stale_below = self.version - self.gate.max_staleness
+        # Stale batches the door refused: received (valid) and discarded, as if here.
+        batches, steps = self.receiver.stale_refused()
+        seen_batches, seen_steps = self._door_stale_seen
+        self.produced_batches += batches - seen_batches
+        self.discarded_env_steps += steps - seen_steps
+        self._door_stale_seen = (batches, steps)
         _, self.decode_rejects = self.receiver.snapshot()
         for actor_id, reason, sent in self.receiver.drain_attributed():
             outcome = "duplicate" if reason == Reason.SEQ_NOT_INCREASING.label else reason

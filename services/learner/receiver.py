@@ -1,7 +1,9 @@
 """The receiving thread: drains the rollout socket into a bounded queue while PPO trains.
 
 Validation happens here, at the door: a message that fails `decode` is counted by reason
-and dropped; only valid batches reach the queue. A `seq` is checked here against the last
+and dropped, and so is a batch older than the loop says it could still train on
+(`stale_below`, which the loop keeps current: a stale flood never reaches the training
+thread); only the rest reach the queue. A `seq` is checked here against the last
 one the loop accepted, never recorded here (the loop records it on acceptance). When the
 queue is full this thread stops reading, the socket's high-water mark fills, and actors
 block: backpressure, not loss. Refused messages are handled at most `rejects_per_s` a
@@ -30,9 +32,8 @@ log = logging.getLogger(__name__)
 MAX_ATTRIBUTED = 4096
 # Refused messages handled per second, at most (and as a burst): beyond it the thread
 # pauses, the socket's high-water mark fills and the flooding peer blocks; ZeroMQ
-# fair-queues peers, so an honest actor's batches are still read in between. Measured
-# (benchmarks/results/flood.md): a one-core flood cost 15 % (CURVE off) and 39 % (on) of
-# the update rate beyond what a busy loop on that core costs without it, 10 % and 16 % with.
+# fair-queues peers, so an honest actor's batches are still read in between. The rate
+# bounds the share of the learner's CPU a flood of junk can take (benchmarks/flood.py).
 REJECTS_PER_S = 500.0
 
 
@@ -81,6 +82,11 @@ class BatchReceiver(threading.Thread):
         self._lock = threading.Lock()
         self._rejects: Counter[str] = Counter()
         self._received = 0
+        # Set by the loop (its version - max_staleness): a batch of an older policy version
+        # is refused here as stale. Only ever at or below the loop's own bound, as that
+        # only rises, so the door never refuses what the loop would train on.
+        self.stale_below: int | None = None
+        self._stale = (0, 0)  # those stale batches: (how many, their env steps)
         self._last_warn = 0.0
         # (actor_id, reason, sent) of refused messages, for the rollout ledger.
         self._attributed: deque[tuple[str, str, int | None]] = deque(maxlen=MAX_ATTRIBUTED)
@@ -89,6 +95,12 @@ class BatchReceiver(threading.Thread):
         """(valid batches received, rejects by reason) — safe from any thread."""
         with self._lock:
             return self._received, dict(self._rejects)
+
+    def stale_refused(self) -> tuple[int, int]:
+        """(batches, their env steps) refused here as stale since this thread started:
+        valid batches, which the loop counts as received, and discarded, as its own."""
+        with self._lock:
+            return self._stale
 
     def drain_attributed(self) -> list[tuple[str, str, int | None]]:
         """(actor_id, reason, sent) of each refused message that named its sender since
@@ -123,15 +135,16 @@ class BatchReceiver(threading.Thread):
                     if authenticated:
                         _check_key(batch, frames)
                 except DecodeError as exc:
-                    sender = peek_sender(frames)
-                    with self._lock:
-                        self._rejects[exc.reason.label] += 1
-                        if sender is not None:
-                            self._attributed.append((sender[0], exc.reason.label, sender[1]))
                     self._warn(exc)
-                    pause = budget.spend()
-                    if pause:
-                        self.stop_event.wait(pause)
+                    self._refuse(exc.reason.label, peek_sender(frames), budget)
+                    continue
+                floor = self.stale_below
+                if floor is not None and batch.policy_version < floor:
+                    with self._lock:
+                        n, steps = self._stale
+                        self._stale = (n + 1, steps + batch.num_steps * batch.num_envs)
+                    sender = (batch.actor_id, batch.sent)
+                    self._refuse(Reason.STALE.label, sender, budget)
                     continue
                 with self._lock:
                     self._received += 1
@@ -143,6 +156,18 @@ class BatchReceiver(threading.Thread):
                         continue
         finally:
             sock.close()
+
+    def _refuse(
+        self, reason: str, sender: tuple[str, int | None] | None, budget: RejectBudget
+    ) -> None:
+        """Count one refused message (and its sender, for the ledger); pause if over budget."""
+        with self._lock:
+            self._rejects[reason] += 1
+            if sender is not None:
+                self._attributed.append((sender[0], reason, sender[1]))
+        pause = budget.spend()
+        if pause:
+            self.stop_event.wait(pause)
 
     def _warn(self, exc: DecodeError) -> None:
         now = time.monotonic()

@@ -59,3 +59,33 @@ def test_a_throttled_flood_is_counted_whole_and_a_valid_batch_still_arrives():
         receiver.stop()
         receiver.join(timeout=5)
     assert not receiver.is_alive()
+
+
+def test_a_stale_batch_is_refused_at_the_door_and_counted_as_the_loop_would():
+    """Below `stale_below` (the loop's version - max_staleness) a valid batch is refused
+    here, never queued: counted as stale, its env steps as discarded, its sender for the
+    ledger; a batch at the bound still goes through."""
+    spec = make_spec()
+    addr = f"tcp://127.0.0.1:{free_port()}"
+    out: queue.Queue = queue.Queue(maxsize=4)
+    receiver = BatchReceiver(make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out)
+    receiver.stale_below = 7
+    rng = np.random.default_rng(0)
+    old = make_batch(spec, rng, actor_id="old", seq=0)
+    old.policy_version, old.sent = 6, 3
+    fresh = make_batch(spec, rng, actor_id="fresh", seq=0)
+    fresh.policy_version = 7
+    receiver.start()
+    assert receiver.ready.wait(10)
+    try:
+        with RolloutSender(addr) as sender:
+            assert sender.send(encode(old), timeout_ms=10_000)
+            assert sender.send(encode(fresh), timeout_ms=10_000)
+            assert out.get(timeout=30).actor_id == "fresh"
+        assert out.empty()
+        assert receiver.snapshot() == (1, {"stale": 1})
+        assert receiver.stale_refused() == (1, old.num_steps * old.num_envs)
+        assert receiver.drain_attributed() == [("old", "stale", 3)]
+    finally:
+        receiver.stop()
+        receiver.join(timeout=5)

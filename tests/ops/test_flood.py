@@ -233,6 +233,8 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
             for i in order:
                 assert flooder.send(messages[i], timeout_ms=30_000), "the learner stopped reading"
             v_flood_end = version()
+            # The flooder's own id and the victim's stay out of the actors updates wait for.
+            live_after_flood = stats()["live_actors"]
             # Open until all is counted: a PUSH socket closed with messages queued may drop
             # them (src/ppomq/transport.py). Counts reach Redis every second, updates or not.
             wait(lambda: (rejects() - before).total() >= FLOOD, "every hostile message counted")
@@ -252,6 +254,7 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
           f"{rss_after >> 20} MiB")  # fmt: skip
     # Training went on through the flood, and the honest actors were never locked out.
     assert v_flood_end > v_before
+    assert live_after_flood == 2
     for k in honest:
         assert accepted_after_flood[k] >= accepted_before[k]
         assert final_rows[k]["duplicates"] == 0, final_rows[k]  # no seq lock-out
