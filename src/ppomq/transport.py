@@ -48,6 +48,9 @@ DEFAULT_HWM: int = _F["rollout_hwm"].default
 DEFAULT_HEARTBEAT_IVL_MS: int = _F["heartbeat_ivl_ms"].default
 DEFAULT_HEARTBEAT_TIMEOUT_MS: int = _F["heartbeat_timeout_ms"].default
 DEFAULT_MAX_MESSAGE_BYTES: int = _F["max_message_bytes"].default
+# What CurveZMQ adds to a frame on the wire (RFC 26 MESSAGE: command name, nonce, flags,
+# Poly1305 tag: 33 bytes), rounded up.
+CURVE_FRAME_OVERHEAD = 64
 # Not a setting (yet): long enough to flush a few queued batches on a clean stop, short
 # enough that an actor whose learner is gone still exits promptly.
 DEFAULT_LINGER_MS = 1000
@@ -237,7 +240,10 @@ class RolloutReceiver(_SocketEnd):
                 linger_ms=linger_ms,
             )
             sock.setsockopt(zmq.RCVHWM, hwm)
-            sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes)
+            # Under CURVE libzmq checks the encrypted frame, a few dozen bytes longer: a
+            # frame within the cap must not cost its connection (and what is in flight).
+            overhead = CURVE_FRAME_OVERHEAD if curve is not None else 0
+            sock.setsockopt(zmq.MAXMSGSIZE, max_message_bytes + overhead)
             if endpoint.startswith("tcp://") and endpoint.endswith(":0"):
                 endpoint = endpoint[:-2] + ":*"  # ZeroMQ's spelling of "any free port"
             if curve is not None:

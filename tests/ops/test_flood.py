@@ -54,9 +54,6 @@ STALENESS = 20  # honest batches are never this old: every stale one is ours
 # Above badmsgs' 1 MiB header padding (one frame over ZeroMQ's MAXMSGSIZE would drop the
 # connection uncounted), small enough that oversize messages stay cheap to send.
 MAX_MESSAGE = 2 << 20
-# CURVE adds a few dozen bytes to each frame (command, nonce, MAC) before libzmq checks it
-# against MAXMSGSIZE: a frame within that of the limit is dropped with its connection.
-FRAME_MARGIN = 256
 RSS_GROWTH_LIMIT = 200 << 20  # generous: a leak of 20 KiB per message would pass it
 
 
@@ -100,8 +97,8 @@ def _malformed(spec: Any, count: int) -> tuple[list[list[bytes]], Counter[str]]:
             continue  # e.g. env_id "CartPole-v1": valid for this learner
         if got is not reason:
             continue  # a catalogue case written for another spec
-        if max(len(f) for f in frames) > spec.max_bytes - FRAME_MARGIN:
-            # A frame over the socket's MAXMSGSIZE (under CURVE: once encrypted) makes
+        if max(len(f) for f in frames) > spec.max_bytes:
+            # A frame over the socket's MAXMSGSIZE (--max-message-bytes) makes
             # ZeroMQ drop the connection, with whatever else that peer had in flight,
             # before the learner sees any of it: nothing the learner could count.
             continue

@@ -8,6 +8,7 @@ half-configured, unreadable or malformed are one-line UsageErrors naming the fil
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -70,6 +71,30 @@ def test_an_allowed_key_gets_through_and_its_messages_carry_the_key(keys):
     assert key == cc.public.decode()
     assert actor_id_matches_key("a1-123-abcdef" + key_suffix(key), key)
     assert not actor_id_matches_key("a1-123-abcdef", key)
+
+
+def test_a_frame_at_the_size_cap_still_gets_through_encrypted(keys):
+    """libzmq checks MAXMSGSIZE against the encrypted frame: one at the cap must arrive,
+    not cost its connection; one beyond the allowance is still dropped by ZeroMQ."""
+    cap = 1 << 16
+    with RolloutReceiver("tcp://127.0.0.1:0", curve=server(keys), max_message_bytes=cap) as rx:
+        with RolloutSender(rx.endpoint, curve=client(keys, 1), max_message_bytes=cap) as tx:
+            assert tx.send([b"h", b"x" * (cap - 1)], timeout_ms=5000)
+            frames = _recv_within(rx, 5.0)
+            assert frames is not None and len(frames[1].bytes) == cap - 1
+        with RolloutSender(rx.endpoint, curve=client(keys, 1), max_message_bytes=4 * cap) as tx:
+            assert tx.send([b"h", b"x" * (2 * cap)], timeout_ms=5000)
+            assert _recv_within(rx, 1.0) is None
+
+
+def _recv_within(rx: RolloutReceiver, seconds: float):
+    """The next message, None if none within `seconds` (recv may wake without one)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        frames = rx.recv(timeout_ms=100)
+        if frames is not None:
+            return frames
+    return None
 
 
 def _refused(rx: RolloutReceiver, tx: RolloutSender) -> None:
