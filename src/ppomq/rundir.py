@@ -33,6 +33,15 @@ FINISHED_FILE = "finished.json"
 REDIS_DIR = "redis"
 
 
+def write_json_atomic(path: Path, doc: Any, *, sort_keys: bool = False) -> Path:
+    """Write `doc` as JSON to a temp file beside `path`, then rename it over `path`: a
+    reader (`ppomq status`, a benchmark, TensorBoard's host) never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=sort_keys) + "\n")
+    tmp.replace(path)
+    return path
+
+
 class RunRecorder:
     """Appends episodes and updates to the run dir and tracks when the run solved its env."""
 
@@ -116,11 +125,7 @@ class RunRecorder:
             _truncate_rows_after(fh, env_steps)
 
     def write_json(self, name: str, doc: dict[str, Any]) -> Path:
-        path = self.dir / name
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        tmp.replace(path)  # atomic: a reader never sees half a file
-        return path
+        return write_json_atomic(self.dir / name, doc, sort_keys=True)
 
     def close(self) -> None:
         self._episodes_fh.close()

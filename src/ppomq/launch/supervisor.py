@@ -16,7 +16,7 @@ from ..embedded_redis import EmbeddedRedis, free_port
 from ..envs import spaces_of
 from ..errors import RedisUnavailableError, UsageError, UserError
 from ..redis_util import connect_redis, make_redis, redact_url
-from ..rundir import FINISHED_FILE, REDIS_DIR
+from ..rundir import FINISHED_FILE, REDIS_DIR, write_json_atomic
 from ..settings import (
     ActorSettings,
     LearnerSettings,
@@ -121,21 +121,18 @@ class Launcher(_Shutdown):
         )
         learner = _subset(s, LearnerSettings, rollout_bind=rollout_bind, **common, **server_curve)
         # Secrets redacted (the Redis password too): the run dir is shared, e.g. with TensorBoard.
-        (self.run_dir / "settings.json").write_text(
-            json.dumps(
-                settings_snapshot(
-                    s,
-                    redis_url=redis_url,
-                    rollout_bind=rollout_bind,
-                    weightserver_bind=weights_bind,
-                    rollout_port=_port_of(rollout_bind),
-                    weights_port=_port_of(weights_bind),
-                    redis_data_dir=REDIS_DIR if self.redis is not None else None,
-                    **server_curve,
-                ),
-                indent=2,
-            )
-            + "\n"
+        write_json_atomic(
+            self.run_dir / "settings.json",
+            settings_snapshot(
+                s,
+                redis_url=redis_url,
+                rollout_bind=rollout_bind,
+                weightserver_bind=weights_bind,
+                rollout_port=_port_of(rollout_bind),
+                weights_port=_port_of(weights_bind),
+                redis_data_dir=REDIS_DIR if self.redis is not None else None,
+                **server_curve,
+            ),
         )
         logs = self.run_dir / "logs"
         self.children.append(
