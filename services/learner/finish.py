@@ -44,12 +44,13 @@ def finish_run(
         "env_steps": loop.env_steps,
         "model": loop.trainer.policy.spec,
     }
-    save_final_weights(run_dir / "final_weights.pt", loop.trainer.policy, meta)
+    policy = loop.trainer.host_policy()  # host tensors: the file loads anywhere
+    save_final_weights(run_dir / "final_weights.pt", policy, meta)
     eval_return = None
     if settings.eval_episodes > 0 and not (stop is not None and stop.fast):
         try:
             eval_return = evaluate_policy(
-                loop.trainer.policy,
+                policy,
                 settings.env_id,
                 episodes=settings.eval_episodes,
                 seed=settings.seed + 10_000,

@@ -23,35 +23,48 @@ from torch import nn
 
 class FlatParameters:
     """Re-seats every parameter of `module` as a view into `self.data`, with its `.grad` a
-    view into `self.grad`, in `named_parameters()` order."""
+    view into `self.grad`, in `named_parameters()` order. Both buffers are on the device
+    the module's parameters are on (move the module first)."""
 
     def __init__(self, module: nn.Module) -> None:
         named = list(module.named_parameters())
         with torch.no_grad():
             self.data = torch.cat([p.detach().reshape(-1) for _, p in named])
         self.grad = torch.zeros_like(self.data)
+        # (name, offset, shape) of each parameter in the buffers.
+        self.layout: list[tuple[str, int, torch.Size]] = []
         offset = 0
-        for _, p in named:
+        for name, p in named:
             n = p.numel()
             p.data = self.data[offset : offset + n].view_as(p)
             p.grad = self.grad[offset : offset + n].view_as(p)
+            self.layout.append((name, offset, p.shape))
             offset += n
+
+    def unflatten(self, buffer: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Views of a buffer laid out as `self.data` (e.g. its copy on the host), by
+        parameter name."""
+        return {
+            name: buffer[offset : offset + shape.numel()].view(shape)
+            for name, offset, shape in self.layout
+        }
 
     def __len__(self) -> int:
         return self.data.numel()
 
-    def clip_grad_norm_(self, max_norm: float) -> float:
+    def clip_grad_norm_(self, max_norm: float) -> torch.Tensor:
         """Scale all gradients so their global L2 norm is at most `max_norm` (the formula of
-        `torch.nn.utils.clip_grad_norm_`); returns the norm before clipping."""
+        `torch.nn.utils.clip_grad_norm_`); returns the norm before clipping, a 0-d tensor
+        on the buffers' device (no host sync per SGD step on a GPU)."""
         norm = torch.linalg.vector_norm(self.grad)
         self.grad.mul_(torch.clamp(max_norm / (norm + 1e-6), max=1.0))
-        return float(norm)
+        return norm
 
 
 class FlatAdam:
     """Adam (Kingma & Ba 2015) on one flat parameter tensor, with torch.optim.Adam's exact
     update (bias corrections, eps added after the square root), without its per-call
-    bookkeeping."""
+    bookkeeping. Its moments live on the parameters' device; its state_dict is on the host."""
 
     def __init__(
         self,
@@ -79,10 +92,10 @@ class FlatAdam:
         self.params.addcdiv_(self.exp_avg, denom, value=-lr / (1 - b1**self.steps))
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        return {  # copies on the host: a checkpoint loads on any device
             "steps": self.steps,
-            "exp_avg": self.exp_avg.clone(),
-            "exp_avg_sq": self.exp_avg_sq.clone(),
+            "exp_avg": self.exp_avg.to("cpu", copy=True),
+            "exp_avg_sq": self.exp_avg_sq.to("cpu", copy=True),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -19,7 +19,6 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ppomq.metrics import LearnerMetrics
-from ppomq.models import numpy_state
 from ppomq.proto import DecodeError, Reason, RolloutBatch, SeqTracker, pack_weights
 from ppomq.rundir import RunRecorder
 from ppomq.safe_load import load_plain
@@ -134,7 +133,7 @@ class LearnerLoop:
         t0 = time.perf_counter()
         header, blob = pack_weights(
             self.version,
-            numpy_state(self.trainer.policy),
+            self.trainer.host_state(),  # the weights' one trip to the host per version
             model=self.trainer.policy.spec,
             learner_step=self.trainer.updates,
             env_steps=self.env_steps,

@@ -40,6 +40,7 @@ from ppomq.transport import RolloutReceiver
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
+from .device import describe, resolve_device, resolve_threads
 from .finish import finish_run
 from .loop import CKPT_NAME, PUBLISH_BACKOFF, LearnerLoop, load_checkpoint
 from .receiver import BatchReceiver
@@ -70,17 +71,27 @@ def _check_port_free(endpoint: str) -> None:
 def run_learner(settings: LearnerSettings) -> int:
     if not settings.run_dir:
         settings = settings.model_copy(update={"run_dir": f"runs/{settings.run_id}"})
+    # First, before the service starts: a --device the machine lacks is a one-line usage
+    # error, and nothing else is said.
+    device = resolve_device(settings.device)
     finished = False
     with service_shell(
         "learner", metrics_port=settings.metrics_port, unit_of_work="the current update"
     ) as stop:
-        finished = _serve(settings, stop)
+        finished = _serve(settings, stop, device)
     return stop.exit_code(finished=finished)
 
 
-def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
+def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> bool:
     """Train until the run's end (True) or a stop signal (False)."""
-    torch.set_num_threads(1)
+    # Threads: 1 by default (--torch-threads), as it always was: on a shared machine
+    # (`ppomq train`, compose) the actors want the other cores, and the CartPole update
+    # gains little from more (benchmarks/results/learner_threads.md). A learner with cores
+    # of its own (a pod's CPU request) sets their number; 0: every CPU it may run on.
+    torch.set_num_threads(resolve_threads(settings.torch_threads))
+    log.info("learner on %s (--device %s), %d CPU thread(s) (--torch-threads %d)",
+             describe(device), settings.device, torch.get_num_threads(),
+             settings.torch_threads)  # fmt: skip
     torch.manual_seed(settings.seed)
     np.random.seed(settings.seed)
     spec = rollout_spec_for(
@@ -111,7 +122,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop) -> bool:
             norm_obs=settings.norm_obs,
         )
     )
-    trainer = PPOTrainer(policy=policy, config=PPOConfig.from_settings(settings))
+    trainer = PPOTrainer(policy=policy, config=PPOConfig.from_settings(settings), device=device)
     run_dir = Path(settings.run_dir)
     ckpt = load_checkpoint(settings.run_dir)
     if ckpt is not None and (

@@ -9,9 +9,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ppomq.models import Policy
+from ppomq.models import Policy, build_model
 from ppomq.proto import RolloutBatch
 
+from .device import HostToDevice
 from .flat_params import FlatAdam, FlatParameters
 from .gae import compute_gae
 from .gradients import Minibatch, select_gradient
@@ -69,11 +70,20 @@ def flatten_batches(
 
 
 class PPOTrainer:
-    """Owns the policy and the optimizer; `update(batches)` runs one PPO update."""
+    """Owns the policy and the optimizer; `update(batches)` runs one PPO update.
 
-    def __init__(self, *, policy: Policy, config: PPOConfig) -> None:
-        self.policy = policy
+    Both live on `device` (the policy is moved there): each update's batch is built on the
+    host (GAE in numpy) and goes to the device once; weights come back to the host once
+    per publish (`host_state`) and per checkpoint (`get_state`), so nothing outside the
+    trainer sees a device tensor."""
+
+    def __init__(
+        self, *, policy: Policy, config: PPOConfig, device: torch.device | str = "cpu"
+    ) -> None:
+        self.device = torch.device(device)
+        self.policy = policy.to(self.device)
         self.config = config
+        self._to_device = HostToDevice(self.device)
         # Every parameter becomes a view into one buffer, so clipping and Adam are a
         # handful of ops on two flat tensors (see flat_params.py).
         self.flat = FlatParameters(policy)
@@ -94,14 +104,16 @@ class PPOTrainer:
         cfg = self.config
         t0 = time.perf_counter()
         flat = flatten_batches(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
-        raw_obs = torch.from_numpy(flat["obs"])
+        # The batch's one trip to the device (no copy at all on the CPU).
+        to_device = self._to_device
+        raw_obs = to_device(flat["obs"])
         data = Minibatch(
             obs=self.policy.preprocess(raw_obs),
-            actions=torch.from_numpy(flat["actions"]),
-            old_logp=torch.from_numpy(flat["logp"]),
-            old_values=torch.from_numpy(flat["values"]),
-            advantages=torch.from_numpy(flat["advantages"]),
-            returns=torch.from_numpy(flat["returns"]),
+            actions=to_device(flat["actions"]),
+            old_logp=to_device(flat["logp"]),
+            old_values=to_device(flat["values"]),
+            advantages=to_device(flat["advantages"]),
+            returns=to_device(flat["returns"]),
         )
         if self.policy.discrete:
             data = data._replace(actions=data.actions.long())
@@ -126,7 +138,7 @@ class PPOTrainer:
             # needs no shuffling at all (its gradient does not depend on sample order).
             shuffled = data
             if n_mb > 1:
-                perm = torch.randperm(size)
+                perm = torch.randperm(size, device=self.device)
                 shuffled = Minibatch(*(t[perm] for t in data))
             for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True):
                 history.append(self._gradient(Minibatch(*mb), **coefs))
@@ -142,6 +154,7 @@ class PPOTrainer:
         self.updates += 1
 
         y_pred, y_true = flat["values"], flat["returns"]
+        # The update's statistics reach the host in one copy (one sync on a GPU).
         means = torch.stack([torch.stack(st) for st in history]).mean(0).tolist()
         var_y = float(np.var(y_true))
         explained_var = float("nan") if var_y == 0 else 1 - float(np.var(y_true - y_pred)) / var_y
@@ -158,9 +171,35 @@ class PPOTrainer:
         )
         return out
 
+    def _host_tensors(self) -> dict[str, torch.Tensor]:
+        """The policy's state_dict on the host. On the CPU, the live tensors themselves; on
+        a device, the flat parameter buffer comes back in one copy, cut into views by
+        name, and each buffer (obs_norm's statistics) in its own."""
+        state = self.policy.state_dict()
+        if self.device.type == "cpu":
+            return state
+        params = self.flat.unflatten(self.flat.data.to("cpu"))
+        return {k: params[k] if k in params else v.to("cpu") for k, v in state.items()}
+
+    def host_policy(self) -> Policy:
+        """The policy on the host: itself on the CPU, else a CPU copy of its weights (for
+        the final weights file and the greedy evaluation, which steps envs on the host)."""
+        if self.device.type == "cpu":
+            return self.policy
+        policy = build_model(self.policy.spec)
+        policy.load_state_dict(self._host_tensors())
+        return policy
+
+    def host_state(self) -> dict[str, np.ndarray]:
+        """Parameters and buffers as numpy arrays for the wire (what numpy_state gives,
+        without a copy per tensor from a device): once per publish."""
+        return {k: v.numpy() for k, v in self._host_tensors().items()}
+
     def get_state(self) -> dict[str, Any]:
+        """For a checkpoint: host tensors only, so that it loads anywhere (a checkpoint of
+        a GPU learner resumes on a CPU one, and the other way round)."""
         return {
-            "policy": self.policy.state_dict(),
+            "policy": self._host_tensors(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
         }

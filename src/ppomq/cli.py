@@ -44,8 +44,23 @@ class _Parser(argparse.ArgumentParser):
             add(self)
         return super().parse_known_args(args, namespace)
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # argparse leaves unknown flags to the top parser, which would point at `ppomq
+        # --help`: point at the help of the command they were given to.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            self._usage_error(f"unrecognized arguments: {' '.join(extras)}", prog)
+        return parsed
+
     def error(self, message: str) -> None:  # one line, exit 2, as for every usage error
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        self._usage_error(message, self.prog)
+
+    @staticmethod
+    def _usage_error(message: str, prog: str) -> None:
+        # main() prints "ppomq: error: " before it: no program name here, or it is doubled.
+        raise UsageError(f"{message} (see {prog} --help)")
 
 
 def build_parser() -> argparse.ArgumentParser:

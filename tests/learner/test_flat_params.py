@@ -48,7 +48,7 @@ def test_clip_grad_norm_matches_torch():
         c.grad = p.grad.clone()
     want_norm = torch.nn.utils.clip_grad_norm_(copies, 0.5)
     norm = flat.clip_grad_norm_(0.5)
-    assert norm == pytest.approx(float(want_norm), rel=1e-6)
+    assert float(norm) == pytest.approx(float(want_norm), rel=1e-6)
     torch.testing.assert_close(torch.cat([c.grad.reshape(-1) for c in copies]), flat.grad)
     assert float(flat.grad.norm()) == pytest.approx(0.5, rel=1e-5)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -285,6 +286,27 @@ class LearnerSettings(
         description="Actors the learner keeps per-actor state for; beyond it the least "
         "recently heard one is dropped (counted as actors_dropped_over_cap, totals kept).",
     )
+    device: str = Field(
+        "auto",
+        description="Where the learner trains: auto (CUDA when torch sees a GPU, else the "
+        "CPU), cpu, cuda or cuda:N. cuda where there is none is an error at start. The "
+        "start log line names the device.",
+    )
+    torch_threads: int = Field(
+        1,
+        ge=0,
+        description="CPU threads of the learner's torch (intra-op). 1: what it always "
+        "used, right where actors share the machine (`ppomq train`, compose); a learner "
+        "with cores of its own (a pod's CPU request) sets their number; 0: every CPU the "
+        "process may run on (its affinity mask).",
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if not re.fullmatch(r"auto|cpu|cuda(:[0-9]+)?", value):
+            raise ValueError(f"{value!r} is not a device; use auto, cpu, cuda or cuda:N")
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> LearnerSettings:
