@@ -229,6 +229,14 @@ def test_k8s_finite_run_over_the_hpa_overlay_drops_the_hpa_and_sets_the_actors_c
     assert _by_kind(renders["finite"], "Job")["actor"]["spec"]["parallelism"] == 2  # local's
     gpu_learner = _by_kind(renders["gpu"], "Job")["learner"]["spec"]["template"]["spec"]
     assert gpu_learner["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    # Both merge into the learner's ConfigMap: the finite run's end and the GPU overlay's
+    # device and threads (issue 18) all reach the learner Job.
+    (learner_cm,) = [
+        d["data"] for d in renders["gpu"]
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("ppomq-learner")
+    ]  # fmt: skip
+    assert learner_cm["PPOMQ_TOTAL_STEPS"] == "200000"
+    assert learner_cm["PPOMQ_DEVICE"] == "cuda" and learner_cm["PPOMQ_TORCH_THREADS"] == "2"
 
 
 def test_k8s_actor_hpa_after_finite_run_fails_and_says_why(k8s_copy):

@@ -571,6 +571,31 @@ def test_k8s_workloads_shape_probes_resources_and_security(rendered):
     assert ("HorizontalPodAutoscaler" in {d["kind"] for d in docs}) == (name == "gpu-learner")
 
 
+def _cpu_cores(quantity: str | int | float) -> float:
+    text = str(quantity)
+    return int(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def test_k8s_learner_device_and_threads_match_its_resources(rendered):
+    """The gpu-learner overlay's learner trains on CUDA (`cuda`, not `auto`: no GPU there
+    is a failed start, not a silent CPU run) and every overlay's learner uses as many torch
+    threads as it requests whole cores, at least one (`--torch-threads`, issue 18)."""
+    name, docs = rendered
+    learner = _by_kind(docs, "Deployment")["learner"]["spec"]["template"]["spec"]
+    container = learner["containers"][0]
+    env = _container_env(docs, container)
+    env["PPOMQ_REDIS_URL"] = "redis://u:pw@redis:6379/0"
+    s = _check_env_against_settings(f"k8s {name} learner", "learner", env)
+    requested = _cpu_cores(container["resources"]["requests"]["cpu"])
+    assert s.torch_threads == max(1, int(requested)), (name, s.torch_threads, requested)
+    if name == "gpu-learner":
+        assert env["PPOMQ_DEVICE"] == "cuda" and env["PPOMQ_TORCH_THREADS"] == "2"
+        assert s.device == "cuda" and container["resources"]["limits"]["nvidia.com/gpu"] == 1
+        assert container["image"].endswith("-cuda")
+    else:
+        assert s.device == "auto" and "PPOMQ_DEVICE" not in env
+
+
 # A NetworkPolicy evaluator, enough for our policies: pod selectors by labels
 # (matchLabels, matchExpressions with In), namespaceSelector {} or by name.
 
