@@ -107,3 +107,15 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path):
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "ppomq[mujoco]" in lines[0], out.stderr
     assert not (tmp_path / "run").exists()  # refused before anything started
+
+
+def test_image_observations_pass_and_a_box_with_no_elements_is_one_line_naming_the_shape():
+    from ppomq.envs import check_obs_space, wire_obs_dtype
+
+    frames = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)  # Atari's frame stack
+    check_obs_space(frames, "ppomq-test/Frames-v0")
+    assert wire_obs_dtype(frames) == "uint8"
+    with pytest.raises(UsageError) as err:
+        check_obs_space(gym.spaces.Box(0, 255, (4, 0, 84), np.uint8), "ppomq-test/Empty-v0")
+    msg = str(err.value)
+    assert "\n" not in msg and "(4, 0, 84)" in msg and "ppomq-test/Empty-v0" in msg

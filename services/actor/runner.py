@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ppomq.envs import EPISODES_IN_INFO
 from ppomq.models import InferencePolicy
 from ppomq.proto import ActionSpace, EpisodeStats, RolloutBatch, RolloutSpec
 
@@ -50,6 +51,10 @@ class EnvRunner:
         self.next_obs = np.asarray(obs, dtype=self.obs_dtype)
         self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
         self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
+        # An env that says so (ppomq.atari's training pipeline) reports its own episodes, whole
+        # games with raw scores, in info["final_info"]["episode"]: its done flags end
+        # training episodes (a lost life) and its rewards are clipped, so neither is counted.
+        self.episodes_in_info = bool((getattr(envs, "metadata", None) or {}).get(EPISODES_IN_INFO))
         space = spec.action
         self.continuous = space.kind == "continuous"
         # A model may return a Box action flat ([N, prod(A)]); the wire and the env want
@@ -126,9 +131,17 @@ class EnvRunner:
             self.episode_length += 1
             done = terminated | truncated
             if done.any():
-                for i in np.flatnonzero(done):
-                    returns.append(float(self.episode_return[i]))
-                    lengths.append(int(self.episode_length[i]))
+                if self.episodes_in_info:
+                    final = info.get("final_info", {})
+                    if "episode" in final:
+                        ep = final["episode"]
+                        for i in np.flatnonzero(final["_episode"]):
+                            returns.append(float(ep["r"][i]))
+                            lengths.append(int(ep["l"][i]))
+                else:
+                    for i in np.flatnonzero(done):
+                        returns.append(float(self.episode_return[i]))
+                        lengths.append(int(self.episode_length[i]))
                 self.episode_return[done] = 0.0
                 self.episode_length[done] = 0
                 # Time-limit truncation is not termination: bootstrap from the value of the

@@ -9,6 +9,11 @@ import numpy as np
 from .errors import UsageError
 from .proto import ActionSpace, RolloutSpec
 
+#: An env's metadata key: the env reports its episodes (whole games with raw scores) in
+#: info["episode"] (Gymnasium's RecordEpisodeStatistics), and its own done flags and rewards
+#: are not what is to be reported (ppomq.atari's training pipeline sets it).
+EPISODES_IN_INFO = "ppomq.episodes_in_info"
+
 
 def env_seed(run_seed: int, actor_index: int, env_index: int) -> int:
     """Decorrelated per-env seed: one SeedSequence over (run seed, actor, env)."""
@@ -33,6 +38,8 @@ def check_env_id(env_id: str) -> None:
                 "check the module name and that it is on PYTHONPATH"
             ) from None
     if env_id not in gym.envs.registry:
+        _register_atari(env_id)
+    if env_id not in gym.envs.registry:
         close = [k for k in gym.envs.registry if k.lower().startswith(env_id.split("-")[0].lower())]
         hint = f" Did you mean {', '.join(sorted(close)[:3])}?" if close else ""
         raise UsageError(
@@ -50,7 +57,9 @@ def make_vector_env(
     check_env_id(env_id)
     # The passive env checker only inspects the first calls but stays a wrapper layer on
     # every step; ppomq validates what leaves the actor instead.
-    fns = [lambda: make_env(env_id, disable_env_checker=True) for _ in range(num_envs)]
+    fns = [
+        lambda: make_env(env_id, training=True, disable_env_checker=True) for _ in range(num_envs)
+    ]
     # SAME_STEP: a finished env is reset inside step(), and its final observation comes back
     # in info["final_obs"], which truncation bootstrapping needs.
     if vectorization == "async":
@@ -65,16 +74,43 @@ def make_vector_env(
     return envs
 
 
-def make_env(env_id: str, **kwargs: Any) -> Any:
-    """gym.make, with a missing optional dependency (MuJoCo, the Atari ROMs ...) said in
-    one line naming the fix instead of Gymnasium's traceback."""
+def _register_atari(env_id: str) -> None:
+    """Register ale-py's ids in this process (Gymnasium does not import ale-py itself); an
+    Atari id without ale-py installed is a one-line UsageError naming the extra."""
+    from .atari import INSTALL, looks_atari, register_ale
+
+    if not register_ale() and looks_atari(env_id.rpartition(":")[2]):
+        raise UsageError(
+            f"{env_id} needs a package that is not installed: ale-py, the Atari emulator "
+            f"and its ROMs ({INSTALL})"
+        )
+
+
+def make_env(env_id: str, *, training: bool = False, **kwargs: Any) -> Any:
+    """gym.make, with a missing optional dependency (MuJoCo, ale-py ...) said in one line
+    naming the fix instead of Gymnasium's traceback. An Atari id gets ppomq.atari's
+    preprocessing; `training` adds what only training wants (episodic life, reward
+    clipping) and is ignored by other envs."""
     import gymnasium as gym
     from gymnasium.error import DependencyNotInstalled
 
+    if env_id not in gym.envs.registry:
+        _register_atari(env_id)  # spawned vector-env workers come here first
     try:
+        from .atari import is_atari, make_atari
+
+        if is_atari(env_id):
+            return make_atari(env_id, training=training, **kwargs)
         return gym.make(env_id, **kwargs)
     except DependencyNotInstalled as exc:
-        extra = " (pip install 'ppomq[mujoco]')" if "mujoco" in str(exc).lower() else ""
+        text = str(exc).lower()
+        extra = (
+            " (pip install 'ppomq[mujoco]')"
+            if "mujoco" in text
+            else " (pip install 'ppomq[atari]')"
+            if "opencv" in text or "ale_py" in text or "ale-py" in text
+            else ""
+        )
         raise UsageError(f"{env_id} needs a package that is not installed: {exc}{extra}") from None
 
 
@@ -92,11 +128,19 @@ def spaces_of(env_id: str) -> tuple[Any, Any]:
 
 
 def check_obs_space(obs_space: Any, env_id: str) -> None:
-    """Models take one array per observation: a Box of rank >= 1. Anything else (Dict,
-    Tuple, Discrete, a scalar Box) flattens to one with Gymnasium's FlattenObservation."""
+    """Models take one array per observation: a Box of rank >= 1 with at least one element
+    (a vector, or an image such as Atari's uint8 (4, 84, 84) frame stack, channels first).
+    Anything else (Dict, Tuple, Discrete, a scalar Box) flattens to one with Gymnasium's
+    FlattenObservation; a Box with no elements no model can take."""
     from gymnasium import spaces
 
     if isinstance(obs_space, spaces.Box) and len(obs_space.shape) >= 1:
+        if 0 in obs_space.shape:
+            raise UsageError(
+                f"{env_id} has Box observations of shape {tuple(obs_space.shape)}, which hold "
+                "no elements; no ppomq model can take them: pass an env whose observations "
+                "hold at least one element"
+            )
         return
     what = "a scalar Box" if isinstance(obs_space, spaces.Box) else type(obs_space).__name__
     # The space's own repr is left out: a Box with per-element bounds prints on many lines.
