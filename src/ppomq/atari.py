@@ -48,6 +48,11 @@ grayscale frames (SB3/CleanRL: over RGB, then grayscale), which Gymnasium's
 ``AtariPreprocessing`` does; with an ``ALE/*-v5`` id the actions are sticky (their
 ``NoFrameskip-v4`` ids are not; pass a ``*NoFrameskip-v4`` id for their exact setting);
 episode lengths count agent steps, not frames.
+
+References: https://github.com/vwxyzjn/cleanrl/blob/master/cleanrl/ppo_atari.py (make_env);
+https://github.com/DLR-RM/stable-baselines3/blob/master/stable_baselines3/common/atari_wrappers.py;
+Machado et al. 2018, https://arxiv.org/abs/1709.06009 (sticky actions, section 5);
+https://ale.farama.org/environments/ (v5 defaults).
 """
 
 from __future__ import annotations
