@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .cnn import NatureCNN
 from .mlp import MLPActorCritic
 from .spec import COMMON_KEYS, ModelSpecError, model_spec_for
 
@@ -47,7 +48,7 @@ class InferencePolicy(Protocol):
         ...
 
 
-_REGISTRY: dict[str, type[nn.Module]] = {"mlp": MLPActorCritic}
+_REGISTRY: dict[str, type[nn.Module]] = {"mlp": MLPActorCritic, "nature-cnn": NatureCNN}
 
 
 def register_model(arch: str, cls: type[nn.Module]) -> None:

@@ -18,25 +18,42 @@ class ModelSpecError(UsageError):
     """A model spec no registered model can be built from."""
 
 
+def is_image(spec: RolloutSpec) -> bool:
+    """uint8 observations [C, H, W]: stacked frames, for a convolutional network."""
+    return spec.obs_dtype == "uint8" and len(spec.obs_shape) == 3
+
+
 def model_spec_for(
     spec: RolloutSpec,
     *,
-    arch: str = "mlp",
+    arch: str | None = None,
     hidden: list[int],
     activation: str = "tanh",
     norm_obs: bool = False,
     obs_clip: float = 10.0,
     obs_epsilon: float = 1e-8,
 ) -> dict[str, Any]:
-    """The model spec for the spaces of a rollout spec and the network settings."""
+    """The model spec for the spaces of a rollout spec and the network settings. `arch`
+    None picks by observation: `nature-cnn` for images (uint8 [C, H, W]), else `mlp`;
+    `hidden` and `activation` are the MLP's (the CNN's layers are fixed)."""
     space = spec.action
     if space.kind == "discrete":
         action: dict[str, Any] = {"kind": "categorical", "n": int(space.n)}
     else:
         action = {"kind": "gaussian", "shape": [int(d) for d in space.shape]}
+    obs_shape = [int(d) for d in spec.obs_shape]
+    if arch is None:
+        arch = "nature-cnn" if is_image(spec) else "mlp"
+    if arch == "nature-cnn":
+        if norm_obs:
+            raise ModelSpecError(
+                "--norm-obs is for vector observations; nature-cnn scales pixels by 1/255 "
+                "itself (drop --norm-obs)"
+            )
+        return {"arch": arch, "obs_shape": obs_shape, "action": action}
     return {
         "arch": arch,
-        "obs_shape": [int(d) for d in spec.obs_shape],
+        "obs_shape": obs_shape,
         "action": action,
         "hidden": [int(h) for h in hidden],
         "activation": activation,
