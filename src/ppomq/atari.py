@@ -79,9 +79,11 @@ def looks_atari(env_id: str) -> bool:
 def register_ale() -> bool:
     """Import ale-py, which registers the Atari ids with Gymnasium; False when not installed."""
     try:
-        import ale_py  # noqa: F401
+        import ale_py
     except ImportError:
         return False
+    # Its banner on every env made would come before `ppomq train`'s own first line.
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
     return True
 
 
