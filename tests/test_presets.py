@@ -38,8 +38,8 @@ def _without_preset(settings) -> dict:
     return values
 
 
-def test_the_shipped_presets_are_cartpole_and_mujoco():
-    assert {"cartpole", "mujoco"} <= set(preset_names())
+def test_the_shipped_presets_are_cartpole_mujoco_and_atari():
+    assert {"cartpole", "mujoco", "atari"} <= set(preset_names())
 
 
 @pytest.mark.parametrize("cls", [TrainSettings, LearnerSettings, ActorSettings])
@@ -87,7 +87,23 @@ def test_a_service_without_presets_ignores_ppomq_preset(monkeypatch):
     load_settings(WeightserverSettings, {})
 
 
-@pytest.mark.parametrize("name", ["cartpole", "mujoco"])
+def test_atari_preset_is_cleanrl_ppo_atari_over_two_actors():
+    s = load_settings(TrainSettings, {"preset": "atari"})
+    cleanrl = dict(
+        env_id="BreakoutNoFrameskip-v4", total_steps=10_000_000, learning_rate=2.5e-4,
+        anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, clip_coef=0.1,
+        clip_vloss=True, norm_adv=True, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+        target_kl=None, norm_obs=False, norm_reward=False, seed=1,
+    )  # fmt: skip
+    assert {k: getattr(s, k) for k in cleanrl} == cleanrl
+    assert (s.mode, s.actors, s.num_envs, s.num_steps) == ("async", 2, 4, 128)
+    # CleanRL's update: num_envs 8 x num_steps 128 = 1024 samples, 4 minibatches of 256.
+    per_update = s.batch_samples or s.actors * s.num_envs * s.num_steps
+    assert per_update == 1024
+    assert s.minibatch_size == 256 and per_update // s.minibatch_size == 4
+
+
+@pytest.mark.parametrize("name", ["cartpole", "mujoco", "atari"])
 def test_every_preset_value_is_a_valid_setting_that_cites_its_source(name):
     values = read_preset(name)
     unknown = set(values) - set(TrainSettings.model_fields)
@@ -126,9 +142,9 @@ def test_preset_name_comes_from_flag_then_env_then_config_file(tmp_path, monkeyp
 
 def test_unknown_preset_is_one_usage_error_line_listing_the_presets(monkeypatch):
     with pytest.raises(UsageError) as err:
-        load_settings(TrainSettings, {"preset": "atari"})
+        load_settings(TrainSettings, {"preset": "go"})
     text = str(err.value)
-    assert "'atari'" in text and "cartpole" in text and "mujoco" in text
+    assert "'go'" in text and "cartpole" in text and "mujoco" in text and "atari" in text
     assert "--preset" in text and "PPOMQ_PRESET" in text and "\n" not in text
     # A name is never a path out of the presets folder.
     with pytest.raises(UsageError):
@@ -137,7 +153,7 @@ def test_unknown_preset_is_one_usage_error_line_listing_the_presets(monkeypatch)
 
 def test_unknown_preset_given_to_the_model_directly_is_refused():
     with pytest.raises(ValueError, match="unknown preset"):
-        TrainSettings(preset="atari")
+        TrainSettings(preset="go")
 
 
 def test_children_of_train_rebuild_the_same_settings_from_the_environment(monkeypatch):
