@@ -160,7 +160,8 @@ class LearnerLoop:
 
     def _admit(self, batch: RolloutBatch) -> bool:
         """Whether `batch` is trained on. Counts it as received, and only once accepted
-        does anything it says count: env steps, episodes, its actor's `seq`, its liveness."""
+        does anything it says count: env steps, episodes, its actor's `seq`, its liveness
+        (but see _heard_if_known)."""
         steps = batch.num_steps * batch.num_envs
         self.produced_batches += 1
         admitted = self._gate(batch)
@@ -176,10 +177,9 @@ class LearnerLoop:
         if not admitted:
             self.discarded_env_steps += steps
             a["discarded_env_steps"] = a.get("discarded_env_steps", 0) + steps
+            self._heard_if_known(batch.actor_id, outcome, batch.policy_version)
             return False
         self.seqs.record(batch.actor_id, batch.seq)
-        # Only an accepted batch makes its actor one that updates wait for: refused ones
-        # under made-up ids would otherwise hold every update up for --actor-timeout-s.
         self.roster.heard(batch.actor_id)
         self.env_steps += steps
         self.recorder.add_episodes(
@@ -191,6 +191,24 @@ class LearnerLoop:
         a["accepted"] = a.get("accepted", 0) + 1
         a["env_steps"] += steps
         return True
+
+    def _heard_if_known(self, actor_id: str, outcome: str, policy_version: int | None) -> None:
+        """A stale batch makes its actor one that updates wait for if the actor was trained
+        on before, or if the batch only just missed an update (one version past the
+        bound: an actor that joined mid-version): in sync mode its next batch, on the new
+        version, is then taken rather than missing the quorum again. Any other refusal,
+        and older batches under ids never trained on, do not: made-up ids would otherwise
+        hold every update up for --actor-timeout-s."""
+        if outcome != "stale":
+            return
+        row = self.ledger.actors.get(actor_id)
+        trained = row is not None and row["accepted"] > 0
+        just_missed = (
+            policy_version is not None
+            and self.version - policy_version <= self.gate.max_staleness + 1
+        )
+        if trained or just_missed:
+            self.roster.heard(actor_id)
 
     def _gate(self, batch: RolloutBatch) -> bool:
         """The seq check and the staleness gate; a refusal's ledger outcome in _refusal."""
@@ -216,7 +234,9 @@ class LearnerLoop:
         sender into the ledger (a door `seq_not_increasing` is a duplicate there)."""
         if self.receiver is None:
             return
-        self.receiver.stale_below = self.version - self.gate.max_staleness
+        # One version of slack: a batch that only just missed an update reaches the gate
+        # here, where it can make a newly joined actor live (_heard_if_known).
+        self.receiver.stale_below = self.version - self.gate.max_staleness - 1
         # Stale batches the door refused: received (valid) and discarded, as if here.
         batches, steps = self.receiver.stale_refused()
         seen_batches, seen_steps = self._door_stale_seen
@@ -227,6 +247,7 @@ class LearnerLoop:
         for actor_id, reason, sent in self.receiver.drain_attributed():
             outcome = "duplicate" if reason == Reason.SEQ_NOT_INCREASING.label else reason
             self._forget(self.ledger.note(actor_id, outcome, sent=sent))
+            self._heard_if_known(actor_id, outcome, None)
 
     def publish_counts(self, *, force: bool = False) -> None:
         """At most every COUNTS_EVERY_S (or now, `force`): forget quiet actors, and put the

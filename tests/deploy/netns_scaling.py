@@ -95,8 +95,10 @@ class ScaledTopology:
         healthy: set[str] = set()
         for service in _start_order(self.services):
             for dep, cond in self.services[service].get("depends_on", {}).items():
-                if cond["condition"] != "service_healthy":
-                    continue  # started or run already: _start_order puts it first
+                if cond["condition"] == "service_completed_successfully":
+                    continue  # the keys job: run to its end already (_start_order)
+                # Healthy, even where the file says started: the window measured starts
+                # with every actor up, not with their start-up races.
                 for name, svc in self.host_service.items():
                     if svc == dep and name not in healthy:
                         _wait_healthy(self.lab, self.hosts[name], timeout_s=120)

@@ -293,6 +293,30 @@ def test_sync_quorum_drops_a_silent_actor_and_takes_a_new_one(tmp_path, redis_ur
     assert loop.gate.rejected == {}
 
 
+def test_sync_waits_again_for_a_known_actor_whose_batch_came_stale(tmp_path, redis_url):
+    """An actor trained on before whose batch arrives stale (the quorum went on without it)
+    is live again: the next update waits for its batch on the new version."""
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, mode="sync", actors=2, actor_timeout_s=1.0
+    )
+    batches.put(_sample(runner, inference, "a", 5, 0))
+    batches.put(_sample(runner, inference, "b", 5, 1))
+    assert loop.step(WarmStop())
+    time.sleep(1.1)  # both silent past the timeout: the next quorum is whoever sends
+    batches.put(_sample(runner, inference, "a", 6, 2))
+    assert loop.step(WarmStop())  # version 7, without b
+    batches.put(_sample(runner, inference, "b", 6, 3))  # b's late batch: stale, b is back
+    batches.put(_sample(runner, inference, "a", 7, 4))
+    late = threading.Timer(0.2, lambda: batches.put(_sample(runner, inference, "b", 7, 5)))
+    late.start()
+    try:
+        assert loop.step(WarmStop())
+    finally:
+        late.join()
+    assert loop.last_stats["charts/samples"] == 2 * 16  # it waited for b's batch on 7
+    assert loop.gate.rejected == {"stale": 1}
+
+
 def test_a_publish_whose_reply_is_lost_after_the_commit_is_not_retried_into_a_crash(
     tmp_path, redis_server
 ):
