@@ -25,9 +25,9 @@ def _ppomq(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("args", "env"),
     [
-        (["train", "--preset", "atari"], {}),
-        (["learner"], {"PPOMQ_PRESET": "atari"}),
-        (["actor", "--preset", "atari"], {}),
+        (["train", "--preset", "go"], {}),
+        (["learner"], {"PPOMQ_PRESET": "go"}),
+        (["actor", "--preset", "go"], {}),
     ],
 )
 def test_unknown_preset_exits_2_with_one_line_listing_the_presets(args, env):
@@ -36,25 +36,26 @@ def test_unknown_preset_exits_2_with_one_line_listing_the_presets(args, env):
     assert "Traceback" not in res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
-    assert lines[0].startswith("ppomq: error: unknown preset 'atari'")
-    assert "cartpole" in lines[0] and "mujoco" in lines[0]
+    assert lines[0].startswith("ppomq: error: unknown preset 'go'")
+    assert "cartpole" in lines[0] and "mujoco" in lines[0] and "atari" in lines[0]
 
 
 def test_presets_lists_each_preset_with_its_source():
     res = _ppomq("presets")
     assert res.returncode == 0, res.stderr
     rows = dict(line.split(None, 1) for line in res.stdout.splitlines())
-    assert {"cartpole", "mujoco"} <= set(rows)
+    assert {"cartpole", "mujoco", "atari"} <= set(rows)
     assert "CleanRL" in rows["mujoco"] and "rl-baselines3-zoo" in rows["cartpole"]
+    assert "CleanRL" in rows["atari"]
 
 
 def test_presets_name_prints_the_toml_file_and_a_bad_name_is_exit_2():
     res = _ppomq("presets", "mujoco")
     assert res.returncode == 0, res.stderr
     assert 'env_id = "HalfCheetah-v5"' in res.stdout and "ppo_continuous_action" in res.stdout
-    bad = _ppomq("presets", "atari")
+    bad = _ppomq("presets", "go")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
-    assert "cartpole, mujoco" in bad.stderr
+    assert "atari, cartpole, mujoco" in bad.stderr
 
 
 def test_every_command_module_registers_a_command():
