@@ -19,12 +19,14 @@ import msgpack
 import numpy as np
 
 from .errors import DecodeError, Reason
+from .rollout_frames import rebuild
 from .rollout_plan import (
     _BOOL,
     _BOX,
     _FINITE,
     _FINITE16,
     _I64,
+    _INDEX,
     _PLAIN,
     _SKIP,
     _check_box,
@@ -49,6 +51,7 @@ from .rollout_types import (
 )
 
 _PLANS: dict[tuple[int, int, bool], _Plan] = {}
+_I32 = np.dtype("<i4")
 
 
 def decode(
@@ -237,6 +240,24 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
             elif kind == _FINITE16:
                 if not np.isfinite(flat).all():
                     raise _fail(Reason.NON_FINITE, name)
+            elif kind == _INDEX:
+                # Viewed as unsigned, a negative index is huge: one max() checks both ends;
+                # then every frame must be some stack's (no frame is sent for nothing).
+                k = plan.num_frames
+                if _umax(flat) >= k:
+                    i32 = flat.view(_I32)
+                    raise _fail(
+                        Reason.INVALID_VALUE,
+                        f"{name}: indices in [{i32.min()}, {i32.max()}], {k} frames",
+                    )
+                flat = flat.view(_I32)
+                used = np.zeros(k, np.bool_)
+                used[flat] = True
+                if not used.all():
+                    raise _fail(
+                        Reason.INVALID_VALUE,
+                        f"{name}: frame {int(np.argmin(used))} of {k} is in no stack",
+                    )
             elif kind == _BOOL:
                 # Any byte but 0 or 1 is not a bool; numpy would carry it through silently.
                 if _umax(flat) > 1:
@@ -252,6 +273,15 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
                     )
                 flat = flat.view(_I64)
             arrays[name] = flat.reshape(shape) if len(shape) != 1 else flat
+    if plan.num_frames:
+        # The frames layout (1.2): the learner gets `obs` as if it had been sent.
+        # In the place of `frames`, so the arrays keep the order they were sent in.
+        obs = rebuild(arrays["frames"], arrays["obs_frames"])
+        arrays = {
+            ("obs" if k == "frames" else k): (obs if k == "frames" else v)
+            for k, v in arrays.items()
+            if k != "obs_frames"
+        }
     # Positional: keyword passing costs a measurable share of a 40 us decode.
     return RolloutBatch(
         run_id, actor_id, seq, version, env_id, n, t, arrays, stats, created_ns, total, sent

@@ -11,6 +11,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
+from .rollout_frames import to_frames, wants_frames
 from .rollout_types import _CACHE_LIMIT, _WIRE_NAMES, ROLLOUT_SCHEMA, RolloutBatch
 
 # One shared Packer saves building one per call. Its `pack` runs in C without calling back
@@ -48,20 +49,42 @@ def _pack_table(key: tuple[tuple[str, np.dtype, tuple[int, ...]], ...]) -> bytes
     return packed
 
 
-def encode(batch: RolloutBatch) -> list[Any]:
+def encode(batch: RolloutBatch, *, frames: bool | None = None) -> list[Any]:
     """Frames for one batch: the packed header, then the arrays themselves (no copy).
 
     Send with `socket.send_multipart(frames, copy=False)`; do not mutate the arrays until
     ZeroMQ has sent them (the actor allocates fresh arrays for every rollout for this reason).
+
+    `frames`: send a stacked `obs` [T, N, S, *F] as the frames layout (1.2: `frames` and
+    `obs_frames` in its place, each frame once; those two are new arrays). None (default):
+    when `wants_frames` says so (uint8 stacks such as Atari's); False: `obs` as it is.
     """
-    frames: list[Any] = [b""]
+    arrays = batch.arrays
+    obs = arrays.get("obs")
+    if (
+        frames is not False
+        and type(obs) is np.ndarray
+        and "frames" not in arrays
+        and (frames or wants_frames(obs))
+    ):
+        if obs.ndim < 4:
+            raise ValueError(f"frames layout: obs {obs.shape} is not [T, N, S, *F]")
+        stack, index_ = to_frames(obs)
+        laid: dict[str, np.ndarray] = {}
+        for name, arr in arrays.items():  # in obs's place, so frame order stays the table's
+            if name == "obs":
+                laid["frames"], laid["obs_frames"] = stack, index_
+            else:
+                laid[name] = arr
+        arrays = laid
+    out: list[Any] = [b""]
     key = []
-    for name, arr in batch.arrays.items():
+    for name, arr in arrays.items():
         if type(arr) is not np.ndarray or not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
         if arr.dtype not in _WIRE_NAMES:
             arr = _wire_array(arr)  # big-endian input: the one case that copies
-        frames.append(arr)
+        out.append(arr)
         key.append((name, arr.dtype, arr.shape))
     tkey = tuple(key)
     table = _TABLE_CACHE.get(tkey) or _pack_table(tkey)
@@ -88,7 +111,7 @@ def encode(batch: RolloutBatch) -> list[Any]:
         episodes = _packb(episodes_map)
     except TypeError:  # numpy scalars in the lists: the slower packer that converts them
         episodes = msgpack.packb(episodes_map, use_bin_type=True, default=_np_scalar)
-    frames[0] = b"".join(
+    out[0] = b"".join(
         (bytes((head[0] + 2,)), memoryview(head)[1:], _ARRAYS_KEY, table, _EPISODES_KEY, episodes)
     )
-    return frames
+    return out

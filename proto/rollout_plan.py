@@ -24,7 +24,7 @@ from .rollout_types import (
 )
 
 # What decode does with each array's bytes (ROLLOUT.md "Content checks").
-_SKIP, _PLAIN, _FINITE, _FINITE16, _BOOL, _DISCRETE, _BOX = range(7)
+_SKIP, _PLAIN, _FINITE, _FINITE16, _BOOL, _DISCRETE, _BOX, _INDEX = range(8)
 
 
 @dataclass(slots=True)
@@ -36,6 +36,8 @@ class _Plan:
     sizes: list[int]  # expected byte count of frames 1..k
     # (name, dtype to view the frame as, shape, check kind) per frame
     steps: list[tuple[str, np.dtype, tuple[int, ...], int]]
+    # The frames layout (1.2): K, the number of frames; 0 when the batch sends `obs`.
+    num_frames: int = 0
 
 
 _umax = np.maximum.reduce  # the ufunc itself: ndarray.max() adds a Python-level wrapper
@@ -101,7 +103,16 @@ def _plan_for(
         else:
             if dtype != want[0]:
                 raise _fail(Reason.DTYPE_MISMATCH, f"{name}: {dtype}, expected {want[0]}")
-            if tuple(shape) != want[1]:
+            if name == "frames":
+                # [K, *F]: K is the batch's own, at least 1 and at most T*N*S
+                limit = math.prod(expected["obs_frames"][1])
+                if tuple(shape[1:]) != want[1][1:] or not shape or not 1 <= shape[0] <= limit:
+                    raise _fail(
+                        Reason.SHAPE_MISMATCH,
+                        f"frames: {shape}, expected [K, {', '.join(map(str, want[1][1:]))}] "
+                        f"with 1 <= K <= {limit}",
+                    )
+            elif tuple(shape) != want[1]:
                 raise _fail(Reason.SHAPE_MISMATCH, f"{name}: {shape}, expected {list(want[1])}")
         np_dtype = _NP_DTYPES[dtype]
         nbytes = math.prod(shape) * np_dtype.itemsize
@@ -114,7 +125,9 @@ def _plan_for(
             steps.append((name, np_dtype, tuple(shape), _SKIP))
             continue
         kind = _PLAIN
-        if name == "actions" and space.kind == "discrete":
+        if name == "obs_frames":
+            kind, np_dtype = _INDEX, np.dtype("<u4")  # a negative index is huge as unsigned
+        elif name == "actions" and space.kind == "discrete":
             kind, np_dtype = _DISCRETE, np.dtype("<u8")
         elif name == "actions" and space.enforce_bounds:
             kind = _BOX
@@ -128,7 +141,27 @@ def _plan_for(
             # Reductions of an empty array raise, and there is nothing to check.
             kind, np_dtype = _PLAIN, _NP_DTYPES[dtype]
         steps.append((name, np_dtype, tuple(shape), kind))
+    # (Only where the spec knows them: a newer minor's unknown arrays are ignored.)
+    frames = "frames" in seen and "frames" in expected
+    obs_frames = "obs_frames" in seen and "obs_frames" in expected
+    if "obs" in seen and (frames or obs_frames):
+        # Observations sent twice: once as `obs`, once (or half) as frames.
+        raise _fail(Reason.DUPLICATE_ARRAY, "obs and the frames layout both sent")
+    if "obs" not in seen and (frames or obs_frames):
+        if not obs_frames:
+            raise _fail(Reason.MISSING_ARRAY, "obs_frames (frames without it)")
+        if not frames:
+            raise _fail(Reason.MISSING_ARRAY, "frames (obs_frames without it)")
+    layout = frames and obs_frames
     for name, (_, _, required) in expected.items():
-        if required and name not in seen:
+        if required and name not in seen and not (name == "obs" and layout):
             raise _fail(Reason.MISSING_ARRAY, name)
-    return _Plan(spec=spec, table=table, sizes=want_sizes, steps=steps)
+    num_frames = 0
+    if layout:
+        num_frames = next(shape[0] for name, _, shape, _ in steps if name == "frames")
+        # The rebuilt obs is as large as the obs layout would be: the same cap applies.
+        want = expected["obs"]
+        rebuilt = math.prod(want[1]) * _NP_DTYPES[want[0]].itemsize
+        if rebuilt > spec.max_bytes:
+            raise _fail(Reason.OVERSIZE, f"rebuilt obs of {rebuilt} bytes > cap {spec.max_bytes}")
+    return _Plan(spec=spec, table=table, sizes=want_sizes, steps=steps, num_frames=num_frames)

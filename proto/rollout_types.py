@@ -17,9 +17,9 @@ import numpy as np
 
 from .errors import DecodeError, Reason
 
-ROLLOUT_SCHEMA = "ppomq.rollout/1.1"
+ROLLOUT_SCHEMA = "ppomq.rollout/1.2"
 ROLLOUT_FAMILY = "ppomq.rollout"
-ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 1  # 1.1: optional `sent`
+ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 2  # 1.1: optional `sent`; 1.2: the frames layout
 
 # The wire dtypes. All multi-byte types are little-endian on the wire.
 ALLOWED_DTYPES: frozenset[str] = frozenset(
@@ -159,7 +159,10 @@ class RolloutSpec:
     max_bytes: int = DEFAULT_MAX_BYTES
 
     def expected_arrays(self, n: int) -> dict[str, tuple[str, tuple[int, ...], bool]]:
-        """name -> (dtype, shape, required) for a batch of N = n envs."""
+        """name -> (dtype, shape, required) for a batch of N = n envs.
+
+        `obs` is required unless the batch uses the frames layout (`frames` and
+        `obs_frames`, for observations of rank >= 2); a -1 in a shape is the batch's own."""
         t = self.num_steps
         if self.action.kind == "discrete":
             act = ("int64", (t, n), True)
@@ -177,6 +180,12 @@ class RolloutSpec:
             "bootstrap_value": ("float32", (n,), True),
             "bootstrap_obs": (self.obs_dtype, (n, *self.obs_shape), False),
         }
+        if len(self.obs_shape) >= 2:
+            # 1.2, the frames layout (instead of `obs`): `frames` [K, *F] with K the
+            # batch's own (-1 here; 1 <= K <= T*N*S), `obs_frames` [T, N, S].
+            s, fshape = self.obs_shape[0], self.obs_shape[1:]
+            arrays["frames"] = (self.obs_dtype, (-1, *fshape), False)
+            arrays["obs_frames"] = ("int32", (t, n, s), False)
         if self.hidden_shape is not None:
             arrays["hidden_state"] = ("float32", (n, *self.hidden_shape), True)
         return arrays

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ppomq.proto import Reason, RolloutSpec
-from ppomq.proto.rollout import ALLOWED_DTYPES, MAX_HEADER_BYTES
+from ppomq.proto.rollout import ALLOWED_DTYPES, MAX_HEADER_BYTES, ROLLOUT_MINOR
 
 from .factory import make_batch, wire
 
@@ -101,7 +101,7 @@ def m_valid(g: Generator, src: Source) -> tuple[list[bytes], Reason | None]:
 def m_newer_minor_extra_array(g: Generator, src: Source) -> tuple[list[bytes], Reason | None]:
     """A newer minor's unknown header key and unknown array are ignored (still byte-checked)."""
     frames, h = g.base()
-    h["schema"] = f"ppomq.rollout/1.{src.int(2, 99)}"  # newer than 1.1
+    h["schema"] = f"ppomq.rollout/1.{src.int(ROLLOUT_MINOR + 1, 99)}"  # newer than ours
     h["future_field"] = {"anything": [1, 2]}
     dtype = src.choice(sorted(ALLOWED_DTYPES))
     shape = [src.int(0, 4), src.int(1, 3)]
