@@ -94,7 +94,7 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
         s.env_id, run_id=s.run_id, num_steps=s.num_steps, max_bytes=s.max_message_bytes
     )
     seeds = [env_seed(s.seed, index, i) for i in range(s.num_envs)]
-    envs = make_vector_env(s.env_id, s.num_envs, seeds, s.vectorization)
+    envs = make_vector_env(s.env_id, s.num_envs, seeds, s.vectorization, s.env_backend)
     actor_id = new_actor_id(index, curve)
     runner = EnvRunner(envs=envs, spec=spec, run_id=s.run_id, actor_id=actor_id, env_id=s.env_id)
     weights = WeightsPrefetcher(

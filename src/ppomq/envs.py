@@ -49,12 +49,22 @@ def check_env_id(env_id: str) -> None:
 
 
 def make_vector_env(
-    env_id: str, num_envs: int, seeds: list[int], vectorization: str = "sync"
+    env_id: str,
+    num_envs: int,
+    seeds: list[int],
+    vectorization: str = "sync",
+    backend: str = "gymnasium",
 ) -> Any:
-    """N copies of `env_id`, autoresetting in the same step (final obs in info)."""
+    """N copies of `env_id`, autoresetting in the same step (final obs in info), stepped by
+    Gymnasium (`vectorization` sync or async) or by EnvPool (ppomq.envpool_backend: Atari and
+    MuJoCo ids, in EnvPool's own threads; `vectorization` does not apply)."""
     from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
     check_env_id(env_id)
+    if backend == "envpool":
+        from .envpool_backend import make_envpool
+
+        return make_envpool(env_id.rpartition(":")[2], num_envs, seeds)
     # The passive env checker only inspects the first calls but stays a wrapper layer on
     # every step; ppomq validates what leaves the actor instead.
     fns = [

@@ -329,7 +329,16 @@ class ActorLoopSettings(_Group):
     """How an actor steps its envs and talks to the weightserver."""
 
     vectorization: Literal["sync", "async"] = Field(
-        "sync", description="Step envs in this process (sync) or in subprocesses (async)."
+        "sync",
+        description="Step envs in this process (sync) or in subprocesses (async); "
+        "gymnasium backend only.",
+    )
+    env_backend: Literal["gymnasium", "envpool"] = Field(
+        "gymnasium",
+        description="What steps the actor's envs: gymnasium (any id) or envpool (Atari and "
+        "MuJoCo ids, in EnvPool's C++ threads; pip install 'ppomq[envpool]'). Same "
+        "observations, rewards and episode reports; the preprocessing differences are in "
+        "ppomq/envpool_backend.py. Evaluation always uses gymnasium.",
     )
     weights_timeout_ms: int = Field(2000, ge=1, description="Weightserver request timeout.")
     batches_per_version: int = Field(
