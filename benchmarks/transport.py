@@ -12,6 +12,13 @@ the ratio isolates what ppomq adds. Writes benchmarks/results/transport.{json,md
 `--curve` compares ppomq with CURVE on (authentication + encryption, ppomq.curve; the
 learner's key check included) against ppomq with it off, over tcp loopback, interleaved the
 same way; writes benchmarks/results/transport_curve.{json,md}.
+
+    .venv/bin/python -m benchmarks.transport --frames [--runs 7]  # Atari stacks: obs vs frames
+
+`--frames` sends Atari-shaped stacks as a FrameStackObservation makes them (one new 84x84
+frame a step, 2% resets) in ROLLOUT 1.1's `obs` layout and in 1.2's frames layout (each frame
+once; ppomq's default for uint8 stacks), ppomq and raw ZeroMQ of the same bytes, the four
+interleaved; writes benchmarks/results/transport_frames.{json,md}.
 """
 
 from __future__ import annotations
@@ -60,7 +67,10 @@ class Size:
 SIZES = {
     "cartpole": Size("CartPole (T=128, N=8, obs f32[4])", (4,), "float32", 3000),
     "atari": Size("Atari (T=128, N=8, obs u8[4,84,84])", (4, 84, 84), "uint8", 60),
+    # --frames only: stacks that share frames, as an Atari env's do
+    "atari_stacked": Size("Atari stacks (T=128, N=8, u8[4,84,84])", (4, 84, 84), "uint8", 60),
 }
+MAIN_SIZES = ("cartpole", "atari")
 T, N = 128, 8
 
 
@@ -76,10 +86,32 @@ def make_spec(size: Size) -> RolloutSpec:
     )
 
 
+def stacked_obs(rng: np.random.Generator, s: int = 4, reset_p: float = 0.02) -> np.ndarray:
+    """[T, N, s, 84, 84] uint8 as FrameStackObservation builds them: each step drops the
+    oldest frame and appends a new one; a reset fills the stack with its one frame."""
+    obs = np.empty((T, N, s, 84, 84), np.uint8)
+    for i in range(N):
+        stack = list(rng.integers(0, 256, (s, 84, 84), dtype=np.uint8))
+        for t in range(T):
+            if t and rng.random() < reset_p:
+                stack = [rng.integers(0, 256, (84, 84), dtype=np.uint8)] * s
+            elif t:
+                stack = [*stack[1:], rng.integers(0, 256, (84, 84), dtype=np.uint8)]
+            obs[t, i] = np.stack(stack)
+    return obs
+
+
+def _layout(mode: str) -> bool | None:
+    """encode's `frames` argument for a mode: *_obs modes send ROLLOUT 1.1's `obs` layout."""
+    return False if mode.endswith("_obs") else None
+
+
 def make_batch(size: Size, seq: int = 0) -> RolloutBatch:
     rng = np.random.default_rng(0)
     shape = (T, N, *size.obs_shape)
-    if size.obs_dtype == "uint8":
+    if size.name.startswith("Atari stacks"):
+        obs = stacked_obs(rng)
+    elif size.obs_dtype == "uint8":
         obs = rng.integers(0, 256, shape, dtype=np.uint8)
     else:
         obs = rng.standard_normal(shape).astype(np.float32)
@@ -121,17 +153,17 @@ def sender_main(conn: Connection) -> None:
         # Each socket stays open until the receiver has everything: libzmq may drop the
         # last messages of a PUSH socket closed while the peer's queue is full, linger or
         # not (libzmq#3774, #1922).
-        if mode in ("ppomq", "curve"):
+        if mode in ("ppomq", "ppomq_obs", "curve"):
             with RolloutSender(endpoint, hwm=HWM, curve=curve) as tx:
                 for seq in range(count):
                     batch.seq = seq
                     batch.created_ns = time.time_ns()
-                    if not tx.send(encode(batch), timeout_ms=60_000):
+                    if not tx.send(encode(batch, frames=_layout(mode)), timeout_ms=60_000):
                         raise RuntimeError("ppomq send timed out")
                 conn.send("sent")
                 conn.recv()
         else:
-            frames = encode(batch)  # the same bytes, encoded once
+            frames = encode(batch, frames=_layout(mode))  # the same bytes, encoded once
             sock = zmq.Context.instance().socket(zmq.PUSH)
             sock.setsockopt(zmq.SNDHWM, HWM)
             sock.setsockopt(zmq.LINGER, 1000)
@@ -156,7 +188,7 @@ def receive_run(
     count = WARMUP + size.messages
     spec = make_spec(size)
     client = None
-    if mode in ("ppomq", "curve"):
+    if mode in ("ppomq", "ppomq_obs", "curve"):
         server = None
         if mode == "curve":
             assert curve is not None
@@ -179,7 +211,7 @@ def receive_run(
         for i in range(count):
             if i == WARMUP:
                 start = time.perf_counter()
-            if mode in ("ppomq", "curve"):
+            if mode in ("ppomq", "ppomq_obs", "curve"):
                 deadline = time.monotonic() + 60
                 frames = rx.recv(timeout_ms=60_000)
                 while frames is None and time.monotonic() < deadline:
@@ -238,6 +270,9 @@ def main() -> None:
     parser.add_argument(
         "--curve", action="store_true", help="compare CURVE on/off instead (tcp only)"
     )
+    parser.add_argument(
+        "--frames", action="store_true", help="Atari stacks: obs layout vs frames layout"
+    )
     args = parser.parse_args()
     if args.quick:
         for key, size in SIZES.items():
@@ -245,6 +280,9 @@ def main() -> None:
 
     if args.curve:
         curve_main(args.runs)
+        return
+    if args.frames:
+        frames_main(args.runs)
         return
     codec = codec_overhead_us()  # first, before the transport runs heat the machine
     print(f"codec: {codec}", flush=True)
@@ -254,7 +292,7 @@ def main() -> None:
     proc.start()
     rows = []
     with tempfile.TemporaryDirectory(prefix="ppomq-bench-", dir="/tmp") as tmp:
-        for key in SIZES:
+        for key in MAIN_SIZES:
             for transport in ("tcp", "ipc"):
                 endpoint = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp}/b"
                 row = measure_pair(parent, endpoint, ("ppomq", "raw"), key, args.runs)
@@ -307,6 +345,125 @@ def measure_pair(
         row[f"{mode}_ms_per_batch"] = sec / n * 1e3
         row[f"{mode}_runs_s"] = times[mode]
     return row
+
+
+def frames_main(runs: int) -> None:
+    """Atari stacks, ROLLOUT 1.1's obs layout against 1.2's frames layout, ppomq and raw."""
+    from ppomq.proto.rollout_frames import to_frames
+
+    key = "atari_stacked"
+    obs = make_batch(SIZES[key]).arrays["obs"]
+    frames, idx = to_frames(obs)
+    steps = T * N
+    sizes = {
+        "obs_bytes_per_env_step": obs.nbytes / steps,
+        "frames_bytes_per_env_step": (frames.nbytes + idx.nbytes) / steps,
+        "frames_K": len(frames),
+    }
+    sizes["ratio"] = sizes["obs_bytes_per_env_step"] / sizes["frames_bytes_per_env_step"]
+    print(f"sizes: {sizes}", flush=True)
+    timings = {}
+    for name, fn in (("to_frames_ms", lambda: to_frames(obs)),):
+        runs_ms = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            fn()
+            runs_ms.append((time.perf_counter() - t0) * 1e3)
+        timings[name] = statistics.median(runs_ms)
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=sender_main, args=(child,), daemon=True)
+    proc.start()
+    rows = []
+    modes = ("ppomq_obs", "ppomq", "raw_obs", "raw")
+    with tempfile.TemporaryDirectory(prefix="ppomq-bench-", dir="/tmp") as tmp:
+        for transport in ("tcp", "ipc"):
+            endpoint = "tcp://127.0.0.1:0" if transport == "tcp" else f"ipc://{tmp}/b"
+            row = measure_frames(parent, endpoint, modes, key, runs)
+            row["transport"] = transport
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    parent.send(None)
+    proc.join(10)
+    result = {
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "zmq": zmq.zmq_version(),
+        "pyzmq": zmq.__version__,
+        "runs": runs,
+        "hwm": HWM,
+        "messages_per_run": SIZES[key].messages,
+        "sizes": sizes,
+        "timings": timings,
+        "rows": rows,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "transport_frames.json").write_text(json.dumps(result, indent=2) + "\n")
+    (RESULTS / "transport_frames.md").write_text(frames_markdown(result))
+    print(frames_markdown(result))
+
+
+def measure_frames(
+    conn: Connection, endpoint: str, modes: tuple[str, ...], key: str, runs: int
+) -> dict[str, Any]:
+    """Modes interleaved run by run (order alternating), medians; bytes per batch per mode."""
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    nbytes: dict[str, int] = {}
+    for run in range(runs):
+        for mode in modes if run % 2 == 0 else modes[::-1]:
+            elapsed, nbytes[mode] = receive_run(conn, endpoint, mode, key)
+            times[mode].append(elapsed)
+    n = SIZES[key].messages
+    row: dict[str, Any] = {"size": key, "label": SIZES[key].name}
+    for mode in modes:
+        sec = statistics.median(times[mode])
+        row[f"{mode}_batch_bytes"] = nbytes[mode]
+        row[f"{mode}_batches_per_s"] = n / sec
+        row[f"{mode}_MB_per_s"] = n * nbytes[mode] / sec / 1e6
+        row[f"{mode}_env_steps_per_s"] = n * T * N / sec
+        row[f"{mode}_runs_s"] = times[mode]
+    return row
+
+
+def frames_markdown(result: dict[str, Any]) -> str:
+    sz = result["sizes"]
+    lines = [
+        "# Transport benchmark: Atari stacks, obs layout (1.1) vs frames layout (1.2)",
+        "",
+        f"Median of {result['runs']} runs, the four modes interleaved (order alternating), "
+        f"{result['messages_per_run']} batches a run after warm-up; sender in a separate "
+        f"process; HWM {result['hwm']}. ppomq = encode (incl. finding the frames) + send + "
+        "recv + decode + validate (incl. the rebuilding gather); raw = ZeroMQ multipart of "
+        "the same bytes, `copy=False`. Batches: T=128, N=8, uint8 [4, 84, 84] stacks as "
+        "FrameStackObservation makes them (one new frame a step, 2% resets). "
+        f"libzmq {result['zmq']}, pyzmq {result['pyzmq']}, {result['machine']['platform']}, "
+        f"{result['machine']['cpus']} CPUs shared with other work.",
+        "",
+        f"Bytes per env step (obs part): **{sz['obs_bytes_per_env_step']:,.0f}** as `obs` → "
+        f"**{sz['frames_bytes_per_env_step']:,.0f}** as frames (K = {sz['frames_K']} frames "
+        f"for {T * N} steps, + 16 index bytes a step): **{sz['ratio']:.2f}× fewer**. "
+        f"Finding the frames (encode side): {result['timings']['to_frames_ms']:.1f} ms a batch.",
+        "",
+        "| transport | mode | MB/batch | batches/s | MB/s | env steps/s |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    names = {"ppomq_obs": "ppomq, obs (1.1)", "ppomq": "ppomq, frames (1.2)",
+             "raw_obs": "raw ZeroMQ, obs bytes", "raw": "raw ZeroMQ, frames bytes"}  # fmt: skip
+    for row in result["rows"]:
+        for mode, label in names.items():
+            lines.append(
+                f"| {row['transport']} | {label} | {row[f'{mode}_batch_bytes'] / 1e6:.3f} | "
+                f"{row[f'{mode}_batches_per_s']:,.1f} | {row[f'{mode}_MB_per_s']:,.0f} | "
+                f"{row[f'{mode}_env_steps_per_s']:,.0f} |"
+            )
+    lines += ["", "Batches/s after ÷ before (ppomq): " + ", ".join(
+        f"{r['transport']} {r['ppomq_batches_per_s'] / r['ppomq_obs_batches_per_s']:.2f}×"
+        for r in result["rows"]
+    ) + "."]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def _curve_keys(tmp: str) -> tuple[CurveServer, CurveClient]:
