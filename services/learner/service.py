@@ -32,7 +32,7 @@ from ppomq.models import build_model, load_numpy_state, model_spec_for
 from ppomq.proto import RolloutBatch, SeqTracker
 from ppomq.proto.weights import unpack_tensors
 from ppomq.redis_util import wait_for_redis
-from ppomq.rundir import FINISHED_FILE, RunRecorder
+from ppomq.rundir import FINISHED_FILE, RunRecorder, write_json_atomic
 from ppomq.service_shell import service_shell
 from ppomq.settings import LearnerSettings, settings_snapshot
 from ppomq.signals import FastStop, WarmStop
@@ -147,9 +147,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
     elif ckpt_finished or marker is not None:
         log.info("run %r had finished; going on with it (--resume)", settings.run_id)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "learner_settings.json").write_text(
-        json.dumps(settings_snapshot(settings), indent=2) + "\n"
-    )
+    write_json_atomic(run_dir / "learner_settings.json", settings_snapshot(settings))
 
     threshold = settings.target_return
     if threshold is None:
@@ -261,7 +259,7 @@ def mark_finished(loop: LearnerLoop) -> None:
     Retry(PUBLISH_BACKOFF, retries=40).call_with_retry(
         lambda: loop.redis.set(loop.keys.finished, json.dumps(doc)), lambda _exc: None
     )
-    (Path(loop.s.run_dir) / FINISHED_FILE).write_text(json.dumps(doc) + "\n")
+    write_json_atomic(Path(loop.s.run_dir) / FINISHED_FILE, doc)
     loop.finished = True
     loop.checkpoint()
     log.info("run %r marked finished at version %d", loop.s.run_id, loop.version)
