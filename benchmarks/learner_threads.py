@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.learner_update import CASES, RESULTS, make_batch
+from benchmarks.learner_update import ATARI_CASE, CASES, RESULTS, make_batch
 from ppomq.learner.device import describe, resolve_device
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
 from ppomq.models import build_model
@@ -53,11 +53,13 @@ def time_updates(case: tuple, device: torch.device, updates: int, seed: int) -> 
     return statistics.median(times)
 
 
-def run(threads: list[int], device_choice: str, rounds: int, updates: int) -> dict[str, Any]:
+def run(
+    threads: list[int], device_choice: str, rounds: int, updates: int, which: str = "mlp"
+) -> dict[str, Any]:
     device = resolve_device(device_choice)
     load_before = os.getloadavg()
     cases = {}
-    for case in CASES:
+    for case in CASES if which == "mlp" else [ATARI_CASE]:
         name, _, n_batches, t, n, overrides = case
         cfg = PPOConfig(**overrides)
         samples = n_batches * t * n
@@ -130,15 +132,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="1 round of 2 updates (smoke)")
+    parser.add_argument(
+        "--cases", choices=["mlp", "cnn"], default="mlp",
+        help="mlp: learner_update's MLP cases; cnn: the atari preset's Nature CNN update "
+        "(writes learner_threads_cnn.*)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     rounds, updates = (1, 2) if args.quick else (args.rounds, args.updates)
     threads = [int(k) for k in args.threads.split(",")]
-    result = run(threads, args.device, rounds, updates)
+    result = run(threads, args.device, rounds, updates, args.cases)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "learner_threads.json").write_text(json.dumps(result, indent=2) + "\n")
+    stem = "learner_threads" + ("_cnn" if args.cases == "cnn" else "")
+    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     md = markdown(result)
-    (args.out / "learner_threads.md").write_text(md)
+    (args.out / f"{stem}.md").write_text(md)
     print(md)
 
 

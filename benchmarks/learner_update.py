@@ -50,6 +50,12 @@ CASES: list[tuple[str, dict[str, Any], int, int, int, dict[str, Any]]] = [
     ("halfcheetah, 2 batches", CHEETAH, 2, 1024, 1,
      {"update_epochs": 10, "minibatch_size": 64, "clip_vloss": True}),
 ]  # fmt: skip
+# The atari preset's update: 2 actors x 4 envs x 128 steps, 4 epochs of 256 (CleanRL's).
+ATARI = {"arch": "nature-cnn", "obs_shape": [4, 84, 84], "action": {"kind": "categorical", "n": 4}}
+ATARI_CASE = (
+    "atari preset (nature-cnn), 2 batches", ATARI, 2, 128, 4,
+    {"update_epochs": 4, "minibatch_size": 256, "clip_coef": 0.1, "ent_coef": 0.01},
+)  # fmt: skip
 ENGINES = ("torch-optim", "autograd", "analytic")
 BASELINE = "torch-optim"
 
@@ -57,8 +63,12 @@ BASELINE = "torch-optim"
 def make_batch(policy: Policy, seed: int, t: int = 32, n: int = 8) -> RolloutBatch:
     rng = np.random.default_rng(seed)
     obs_shape = tuple(policy.spec["obs_shape"])
-    obs = rng.normal(size=(t, n, *obs_shape)).astype(np.float32)
-    action, logp, value = policy.act(torch.from_numpy(obs.reshape(-1, *obs_shape)))
+    if policy.spec["arch"] == "nature-cnn":  # frames: uint8, as the wire carries them
+        obs = rng.integers(0, 256, size=(t, n, *obs_shape), dtype=np.uint8)
+    else:
+        obs = rng.normal(size=(t, n, *obs_shape)).astype(np.float32)
+    with torch.no_grad():
+        action, logp, value = policy.act(torch.from_numpy(obs.reshape(-1, *obs_shape)))
     return RolloutBatch(
         run_id="bench", actor_id="a", seq=seed, policy_version=0, env_id="CartPole-v1",
         num_envs=n, num_steps=t,
