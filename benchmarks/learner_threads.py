@@ -3,7 +3,8 @@
     flock -o /tmp/ppomq-bench.lock .venv/bin/python -m benchmarks.learner_threads \
         [--threads 1,2] [--device cpu] [--rounds 7] [--updates 20] [--quick]
 
-The update PPOTrainer runs in the learner (`--gradients auto`: the analytic MLP path) on
+The update PPOTrainer runs in the learner (`--gradients auto`: the analytic MLP path; with
+`--cases cnn`, autograd through the atari preset's Nature CNN update) on
 the cases of benchmarks/learner_update.py: the default CartPole MLP (64-64 tanh, 20
 epochs of 256-sample minibatches) with one and two actors' batches, and the mujoco
 preset's HalfCheetah update. Thread counts are interleaved round by round (each round:
@@ -107,7 +108,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['loadavg_before_after'][0]} before, {result['loadavg_before_after'][1]} "
         f"after (a shared machine). Median of {result['rounds']} interleaved rounds, each "
         f"the median of {result['updates_per_round']} updates; `--gradients auto` (the "
-        "analytic MLP path), what the learner runs.",
+        "analytic path for an MLP, autograd for the Nature CNN), what the learner runs.",
         "",
         "| update | torch threads | ms per update (min–max) | speed-up vs the first |",
         "|---|---|---|---|",
