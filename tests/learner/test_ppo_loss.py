@@ -123,6 +123,10 @@ def test_loss_stats_and_gradients_match_numpy_reference(
 ):
     inputs = make_inputs(np.random.default_rng(seed), b, spread)
     assume(not near_a_kink(inputs, clip_coef, clip_vloss))
+    # Normalizing nearly equal advantages divides a float32 cancellation by a tiny std: the
+    # float32 result then differs from the float64 reference by far more than rounding
+    # elsewhere (found with b=2 and a std of 2e-4), a property of float32, not of the loss.
+    assume(not norm_adv or inputs["advantages"].std(ddof=1) > 1e-2)
     kwargs = dict(
         clip_coef=clip_coef,
         vf_coef=vf_coef,
