@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .actor_critic import ActorCritic
 from .distributions import ActionDistribution, distribution_for
 from .spec import ModelSpecError, check_action, check_int_list
 
@@ -52,7 +53,7 @@ def _init(layer: nn.Conv2d | nn.Linear, gain: float) -> nn.Module:
     return layer
 
 
-class NatureCNN(nn.Module):
+class NatureCNN(ActorCritic):
     """Tensors: `conv.{0,1,2}.weight|bias` (OIHW), `fc.weight|bias`, `pi.weight|bias`,
     `v.weight|bias`, and `log_std` (Gaussian actions only)."""
 
@@ -101,17 +102,6 @@ class NatureCNN(nn.Module):
         """(distribution parameters, value [B]) from raw (preprocessed) observations."""
         h = self.features(x)
         return self.head_of(self.pi(h)), self.v(h).squeeze(-1)
-
-    def evaluate(self, x: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        head, value = self(x)
-        logp, entropy = self.dist.log_prob_entropy(head, actions)
-        return logp, entropy, value
-
-    @torch.no_grad()
-    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        head, value = self(self.preprocess(obs))
-        action, logp = self.dist.sample(head)
-        return action, logp, value
 
     def inference(self) -> CNNInference:
         return CNNInference(self)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .actor_critic import ActorCritic
 from .distributions import ActionDistribution, distribution_for
 from .obs_norm import ObsNormalizer
 from .spec import ModelSpecError, check_action, check_int_list
@@ -52,7 +53,7 @@ def check_spec(spec: dict[str, Any]) -> None:
         raise ModelSpecError("obs_norm must be null or a map with numbers clip and epsilon")
 
 
-class MLPActorCritic(nn.Module):
+class MLPActorCritic(ActorCritic):
     """Tensors: `pi.{i}.weight|bias`, `v.{i}.weight|bias`, `log_std` (Gaussian actions
     only), `obs_norm.mean|var|count` (when the spec has obs_norm)."""
 
@@ -100,19 +101,6 @@ class MLPActorCritic(nn.Module):
     def forward(self, x: Tensor) -> tuple[Any, Tensor]:
         """(distribution parameters, value [B]) from preprocessed inputs."""
         return self.head_of(self._mlp(self.pi, x)), self._mlp(self.v, x).squeeze(-1)
-
-    def evaluate(self, x: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """(logp of `actions`, entropy, value) for preprocessed inputs, with grad: what the
-        learner's objective differentiates."""
-        head, value = self(x)
-        logp, entropy = self.dist.log_prob_entropy(head, actions)
-        return logp, entropy, value
-
-    @torch.no_grad()
-    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        head, value = self(self.preprocess(obs))
-        action, logp = self.dist.sample(head)
-        return action, logp, value
 
     # -- what the fast paths need ------------------------------------------------------
     def layers(self) -> tuple[list[Layer], list[Layer]]:
