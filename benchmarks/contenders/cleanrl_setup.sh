@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A venv for CleanRL's ppo_continuous_action.py, the peer of `python -m benchmarks.mujoco
+# A venv for CleanRL's ppo_continuous_action.py, the peer of `python -m benchmarks.learning
 # side-by-side` (issue 13), kept apart from .venv because the script needs gymnasium 0.28
 # where ppomq pins 1.4.0 (see requirements-cleanrl.txt).
 #

@@ -3,7 +3,7 @@
 Standard library only: the CleanRL runner imports this from its own venv, which has neither
 ppomq nor Stable-Baselines3 (see cleanrl_setup.sh).
 
-Every runner writes RUN_DIR/result.json (`write_result`), which benchmarks/mujoco.py reads:
+Every runner writes RUN_DIR/result.json (`write_result`), which benchmarks/learning.py reads:
 
     contender, env_id, versions{}, hyperparameters{}, torch_threads,
     script_start_unix       the runner's first line (after the interpreter started)

@@ -1,4 +1,4 @@
-"""`python -m benchmarks.mujoco` on synthetic runs: planning, reading run dirs, merging,
+"""`python -m benchmarks.learning` on synthetic runs: planning, reading run dirs, merging,
 resuming, the table's figures and the files it writes. No training: the ppomq command is
 this module run as a fake that writes a run dir in milliseconds, and the peers' results are
 written by hand in their format."""
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import mujoco as bench
+from benchmarks import learning as bench
 from benchmarks.contenders.mujoco_common import EpisodeLog, write_result
 
 T0 = 1_800_000_000.0  # a command's start, unix
@@ -84,6 +84,67 @@ def test_cleanrl_runs_v4_where_the_others_run_v5() -> None:
     argv = bench.command(job, Path("/r"), bench.Tools(cleanrl_python="/venv/python"))
     assert argv[:3] == ["/venv/python", "-m", "benchmarks.contenders.cleanrl_mujoco"]
     assert argv[argv.index("--env-id") + 1] == "Hopper-v4"
+
+
+def test_atari_peers_run_their_atari_runners_each_from_its_own_python() -> None:
+    tools = bench.Tools(sf_python="/sf/python", sb3_python="/venv/python")
+    sf = bench.command(bench.Job("atari", "BreakoutNoFrameskip-v4", "sf", 1, 10), Path("/r"), tools)
+    sb3 = bench.command(
+        bench.Job("atari", "BreakoutNoFrameskip-v4", "sb3", 1, 10), Path("/r"), tools
+    )
+    assert sf[:3] == ["/sf/python", "-m", "benchmarks.contenders.sf_atari"]
+    assert sb3[:3] == ["/venv/python", "-m", "benchmarks.contenders.sb3_atari"]
+    jobs = bench.plan("atari", ["B"], ["ppomq", "sb3", "sf"], [1, 2], 10)
+    assert [j.contender for j in jobs if j.seed == 2] == ["sb3", "sf", "ppomq"]  # rotated
+
+
+def test_a_missing_sample_factory_venv_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = bench.main([
+        "atari", "--contenders", "sf", "--out", str(tmp_path),
+        "--sf-python", str(tmp_path / "nope" / "python"),
+    ])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "sf_setup.sh" in err
+
+
+def test_time_to_a_return_is_the_first_time_the_running_mean_reaches_it() -> None:
+    rows = [[100, 10.0, 1.0, 1.0], [200, 20.0, 9.0, 5.0], [300, 30.0, 9.0, 6.0]]
+    assert bench.time_to(rows, 5.0) == 20.0
+    assert bench.time_to(rows, 6.5) is None
+
+
+def test_atari_goal_compares_wall_with_sb3_and_time_to_return_with_sample_factory(
+    tmp_path: Path,
+) -> None:
+    def atari(contender: str, seed: int, command_s: float, ret: float, t_ret: float) -> dict:
+        curve = [
+            [1000, 5.0, 0.0, 0.0],
+            [500_000, t_ret, ret, ret],
+            [1_000_000, command_s, ret, ret],
+        ]
+        return _rec(contender, seed, command_s, ret, mode="atari", task="Breakout",
+                    env_id="Breakout", curve=curve)  # fmt: skip
+
+    runs = [
+        atari("ppomq", 1, 1000.0, 30.0, 400.0),
+        atari("ppomq", 2, 1200.0, 20.0, 500.0),
+        atari("sb3", 1, 3000.0, 20.0, 2000.0),
+        atari("sf", 1, 900.0, 10.0, 600.0),
+        atari("sf", 2, 1100.0, 12.0, 700.0),
+    ]
+    paths = bench.save({"mode": "atari", "runs": runs, "invocations": ["x"]}, tmp_path)
+    assert paths["json"].name == "atari_learning.json"
+    md = paths["md"].read_text()
+    assert "# Atari side by side" in md
+    assert "against SB3: wall 0.33x (goal <= 0.5) met; final return 25.0 vs 20.0 (>=, met)" in md
+    # the lower final is SF's mean, 11.0: ppomq reaches it at 400 and 500 s; SF seed 1 never
+    # (final 10), seed 2 at 700 s
+    assert "to a return of 11.0 (the lower final; median over the seeds that reached it), " in md
+    assert "ppomq 450 s (2 of 2 seeds) vs 700 s (1 of 2 seeds)" in md
+    assert "(faster: met)" in md
 
 
 def test_merge_replaces_a_job_and_resume_skips_only_ok_runs() -> None:
@@ -196,7 +257,7 @@ def test_main_records_each_run_and_resumes(tmp_path: Path) -> None:
     (rec,) = json.loads(doc_path.read_text())["runs"]
     assert not rec["ok"] and rec["error"].startswith("exit 1")
     assert len(rec["load_before"]) == 3 and len(rec["load_after"]) == 3
-    fake = f"{sys.executable} -m tests.benchmarks.test_mujoco_smoke {{run_dir}} {{total_steps}}"
+    fake = f"{sys.executable} -m tests.benchmarks.test_learning_smoke {{run_dir}} {{total_steps}}"
     assert _main(tmp_path, fake) == 0  # the failed run is run again
     (rec,) = json.loads(doc_path.read_text())["runs"]
     assert rec["ok"] and rec["env_steps"] == 2000 and rec["command_s"] > 0

@@ -1,17 +1,21 @@
-"""MuJoCo learning and speed (issue 13): ppomq on three tasks, and side by side with peers.
+"""Learning and speed against peers: MuJoCo (issue 13) and Atari (issue 18).
 
-    .venv/bin/python -m benchmarks.mujoco learning       # ppomq: HalfCheetah, Hopper,
+    .venv/bin/python -m benchmarks.learning learning       # ppomq: HalfCheetah, Hopper,
                                                          # Walker2d (-v5), seeds 1,2,3, 1M steps
-    .venv/bin/python -m benchmarks.mujoco side-by-side   # HalfCheetah-v5, ppomq vs CleanRL vs
+    .venv/bin/python -m benchmarks.learning side-by-side   # HalfCheetah-v5, ppomq vs CleanRL vs
                                                          # SB3, seeds 1,2, 1M steps
+    .venv/bin/python -m benchmarks.learning atari          # BreakoutNoFrameskip-v4, ppomq
+                                                         # (seeds 1,2) vs SB3 vs Sample
+                                                         # Factory, 1M steps
     flags: --total-steps N --seeds 1,2 --tasks A,B --contenders ppomq,sb3 --out DIR
-           --ppomq-cmd TEMPLATE --cleanrl-python PATH --no-resume --lock PATH
+           --ppomq-cmd TEMPLATE --cleanrl-python PATH --sf-python PATH --no-resume --lock PATH
 
 Each run is its own command, timed from just before the fork to its exit (the figure a user
 waits for), one at a time under an exclusive flock on /tmp/ppomq-bench.lock (others' benchmarks
 take it too); the 1-, 5- and 15-minute load averages are recorded before and after each run.
-Side by side, the order of the contenders rotates with the seed (seed index 0: ppomq, CleanRL,
-SB3; index 1: CleanRL, SB3, ppomq; ...), so that a drift in the machine's load falls on all.
+Side by side and on Atari, the order of the contenders rotates with the seed (seed index 0:
+ppomq, CleanRL, SB3; index 1: CleanRL, SB3, ppomq; ...), so that a drift in the machine's load
+falls on all.
 
 The contenders:
 - ppomq: `--ppomq-cmd`, a template of {env_id} {total_steps} {seed} {run_dir}
@@ -24,14 +28,22 @@ The contenders:
 - sb3: Stable-Baselines3 PPO with CleanRL's settings and VecNormalize
   (contenders/sb3_mujoco.py, from .venv's `bench` extra).
 
+On Atari (`atari` mode): ppomq runs `--preset atari` with a 2-thread learner
+(DEFAULT_ATARI_PPOMQ_CMD; the learner is the bottleneck there, benchmarks/results/
+atari_system.md); SB3 runs the RL Zoo's Atari settings (contenders/sb3_atari.py; .venv with
+the `bench` and `atari` extras); Sample Factory 2.1.1 runs its own Atari example in its own
+venv (bash benchmarks/contenders/sf_setup.sh; runner: contenders/sf_atari.py). Every return
+is a whole game's raw score; no greedy evaluation (the comparison is the training return).
+
 Figures per run: command_s (command to exit), to_n_steps_s (command to the last training
 step), SPS = env steps / to_n_steps_s, final return = mean of the last 20 training episodes,
 eval = mean of a 10-episode greedy evaluation with frozen normalization statistics.
 
-Results: OUT/mujoco_{learning,side_by_side}.{json,md,png}, rewritten after every run, so a run
-that finished is never lost; a second invocation skips the runs already recorded as ok for
-the same mode, task, contender, seed and step count (--no-resume runs them again). Run dirs
-go under runs/bench-mujoco/ (--workdir).
+Results: OUT/mujoco_{learning,side_by_side}.{json,md,png} and OUT/atari_learning.*,
+rewritten after every run, so a run that finished is never lost; a second invocation skips
+the runs already recorded as ok for the same mode, task, contender, seed and step count
+(--no-resume runs them again). Run dirs
+go under runs/bench-learning/ (--workdir).
 """
 
 from __future__ import annotations
@@ -56,27 +68,39 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-WORKDIR = ROOT / "runs" / "bench-mujoco"
+WORKDIR = ROOT / "runs" / "bench-learning"
 LOCK = "/tmp/ppomq-bench.lock"
 
 LEARNING_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
 SIDE_BY_SIDE_TASKS = ("HalfCheetah-v5",)
-CONTENDERS = ("ppomq", "cleanrl", "sb3")
-LABELS = {"ppomq": "ppomq", "cleanrl": "CleanRL", "sb3": "SB3"}
+ATARI_TASKS = ("BreakoutNoFrameskip-v4",)
+CONTENDERS = ("ppomq", "cleanrl", "sb3", "sf")
+LABELS = {"ppomq": "ppomq", "cleanrl": "CleanRL", "sb3": "SB3", "sf": "Sample Factory"}
 MODES: dict[str, dict[str, Any]] = {
     "learning": {"tasks": LEARNING_TASKS, "seeds": (1, 2, 3), "contenders": ("ppomq",)},
-    "side-by-side": {"tasks": SIDE_BY_SIDE_TASKS, "seeds": (1, 2), "contenders": CONTENDERS},
+    "side-by-side": {
+        "tasks": SIDE_BY_SIDE_TASKS,
+        "seeds": (1, 2),
+        "contenders": ("ppomq", "cleanrl", "sb3"),
+    },
+    # Issue 18: SB3 takes over an hour per 1M steps here, so it runs seed 1 only (--seeds).
+    "atari": {"tasks": ATARI_TASKS, "seeds": (1, 2), "contenders": ("ppomq", "sb3", "sf")},
 }
+ROTATING_MODES = ("side-by-side", "atari")
 DEFAULT_TOTAL_STEPS = 1_000_000
 EVAL_EPISODES = 10
 DEFAULT_PPOMQ_CMD = (
     ".venv/bin/ppomq train --preset mujoco --env-id {env_id} --total-steps {total_steps} "
     "--seed {seed} --run-dir {run_dir} --eval-episodes {eval_episodes}"
 )
+DEFAULT_ATARI_PPOMQ_CMD = (
+    ".venv/bin/ppomq train --preset atari --env-id {env_id} --total-steps {total_steps} "
+    "--seed {seed} --run-dir {run_dir} --eval-episodes {eval_episodes} --torch-threads 2"
+)
 # CleanRL's published ppo_continuous_action returns at 1M steps on the -v4 tasks, as issue 13
 # quotes them (docs.cleanrl.dev, ppo_continuous_action.py): the learning mode's bar.
 CLEANRL_PUBLISHED_1M = {"HalfCheetah": 1440.0, "Hopper": 2380.0, "Walker2d": 2290.0}
-GOAL_RATIO = 0.5  # issue 13: ppomq at least 2x faster in wall time than each peer
+GOAL_RATIO = 0.5  # issues 13 and 18: ppomq at most half a peer's wall time
 MEAN_WINDOW = 20
 CURVE_POINTS = 500  # per run in the JSON: enough for a plot, small enough to commit
 KEY_FIELDS = ("mode", "task", "contender", "seed", "total_steps")
@@ -117,7 +141,7 @@ def plan(
     first seeds; side by side, the contenders' order rotates with the seed's index."""
     jobs = []
     for i, seed in enumerate(seeds):
-        shift = i % len(contenders) if mode == "side-by-side" else 0
+        shift = i % len(contenders) if mode in ROTATING_MODES else 0
         order = contenders[shift:] + contenders[:shift]
         for task in tasks:
             jobs += [Job(mode, task, c, seed, total_steps) for c in order]
@@ -128,6 +152,11 @@ def pending(jobs: list[Job], runs: list[dict[str, Any]], resume: bool) -> list[J
     """The jobs still to run: with `resume`, those without an ok record."""
     done = {record_key(r) for r in runs if r.get("ok")} if resume else set()
     return [j for j in jobs if j.key not in done]
+
+
+def family(mode: str) -> str:
+    """Which runners a mode's peers use: contenders/{peer}_{family}.py."""
+    return "atari" if mode == "atari" else "mujoco"
 
 
 def env_for(contender: str, task: str) -> str:
@@ -144,7 +173,13 @@ class Tools:
     ppomq_cmd: str = DEFAULT_PPOMQ_CMD
     cleanrl_python: str = str(ROOT / ".venv-cleanrl" / "bin" / "python")
     sb3_python: str = sys.executable
+    sf_python: str = str(ROOT / ".venv-sf" / "bin" / "python")
     eval_episodes: int = EVAL_EPISODES
+
+    def python(self, contender: str) -> str:
+        return {"cleanrl": self.cleanrl_python, "sf": self.sf_python}.get(
+            contender, self.sb3_python
+        )
 
 
 def command(job: Job, run_dir: Path, tools: Tools) -> list[str]:
@@ -158,10 +193,9 @@ def command(job: Job, run_dir: Path, tools: Tools) -> list[str]:
     }
     if job.contender == "ppomq":
         return shlex.split(tools.ppomq_cmd.format(**fields))
-    python = tools.cleanrl_python if job.contender == "cleanrl" else tools.sb3_python
-    module = f"benchmarks.contenders.{job.contender}_mujoco"
+    module = f"benchmarks.contenders.{job.contender}_{family(job.mode)}"
     return [
-        python,
+        tools.python(job.contender),
         "-m",
         module,
         "--env-id",
@@ -177,7 +211,7 @@ def command(job: Job, run_dir: Path, tools: Tools) -> list[str]:
     ]
 
 
-def check_tools(contenders: list[str], tools: Tools) -> None:
+def check_tools(contenders: list[str], tools: Tools, mode: str = "side-by-side") -> None:
     """Fail before the first hour-long run, not after it."""
     exe = shlex.split(tools.ppomq_cmd)[0] if tools.ppomq_cmd.strip() else ""
     if "ppomq" in contenders and not ((ROOT / exe).exists() or shutil.which(exe)):
@@ -187,12 +221,19 @@ def check_tools(contenders: list[str], tools: Tools) -> None:
             f"no CleanRL venv at {tools.cleanrl_python}: run "
             "`bash benchmarks/contenders/cleanrl_setup.sh` (or pass --cleanrl-python)"
         )
+    if "sf" in contenders and not Path(tools.sf_python).exists():
+        raise BenchError(
+            f"no Sample Factory venv at {tools.sf_python}: run "
+            "`bash benchmarks/contenders/sf_setup.sh` (or pass --sf-python)"
+        )
     if "sb3" in contenders:
-        probe = [tools.sb3_python, "-c", "import stable_baselines3, mujoco"]
+        extra = family(mode)
+        sim = "ale_py" if extra == "atari" else "mujoco"
+        probe = [tools.sb3_python, "-c", f"import stable_baselines3, {sim}"]
         if subprocess.run(probe, capture_output=True).returncode != 0:
             raise BenchError(
-                f"{tools.sb3_python} lacks stable_baselines3 or mujoco: "
-                "`.venv/bin/pip install -e '.[bench,mujoco]'`"
+                f"{tools.sb3_python} lacks stable_baselines3 or {sim}: "
+                f"`.venv/bin/pip install -e '.[bench,{extra}]'`"
             )
 
 
@@ -486,7 +527,7 @@ def merge(runs: list[dict[str, Any]], rec: dict[str, Any]) -> list[dict[str, Any
 
 
 def result_paths(out: Path, mode: str) -> dict[str, Path]:
-    stem = "mujoco_" + mode.replace("-", "_")
+    stem = "atari_learning" if mode == "atari" else "mujoco_" + mode.replace("-", "_")
     return {ext: out / f"{stem}.{ext}" for ext in ("json", "md", "png")}
 
 
@@ -496,7 +537,8 @@ def load_doc(path: Path, mode: str) -> dict[str, Any]:
         if doc.get("mode") != mode:
             raise BenchError(f"{path} holds mode {doc.get('mode')!r}, not {mode!r}")
         return doc
-    return {"benchmark": f"mujoco-{mode}", "mode": mode, "runs": [], "invocations": []}
+    name = "atari-learning" if mode == "atari" else f"mujoco-{mode}"
+    return {"benchmark": name, "mode": mode, "runs": [], "invocations": []}
 
 
 def machine() -> dict[str, Any]:
@@ -598,6 +640,56 @@ def _goal_lines(entry: dict[str, Any]) -> list[str]:
     return ["", "Goal (issue 13):", "", *lines]
 
 
+def time_to(curve_rows: list[list[float]], target: float) -> float | None:
+    """Seconds from the command until the running mean of the last 20 episodes first
+    reached `target` (None: never)."""
+    return next((row[1] for row in curve_rows if row[3] >= target), None)
+
+
+def _atari_goal_lines(entry: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """Issue 18's goal: ppomq's return at the end at least SB3's in at most half SB3's wall
+    time, and faster than Sample Factory to the same return (the lower of the two finals:
+    the return both reached; times are medians over seeds)."""
+    cs = entry["contenders"]
+    if "ppomq" not in cs:
+        return []
+    lines = []
+    if "sb3" in cs:
+        r = entry["ratios"]["ppomq/sb3"]["median_per_seed"]
+        a, b = cs["ppomq"]["mean_return_20"], cs["sb3"]["mean_return_20"]
+        fast = r is not None and r <= GOAL_RATIO
+        good = a is not None and b is not None and a >= b
+        lines.append(
+            f"- against SB3: wall {_f(r, '{:.2f}')}x (goal <= {GOAL_RATIO}) "
+            f"{'met' if fast else 'not met'}; final return {_f(a, '{:.1f}')} vs "
+            f"{_f(b, '{:.1f}')} {'(>=, met)' if good else '(below: not met)'}"
+        )
+    if "sf" in cs:
+        a, b = cs["ppomq"]["mean_return_20"], cs["sf"]["mean_return_20"]
+        if a is not None and b is not None:
+            target = min(a, b)
+            key = (entry["task"], entry["total_steps"])
+            own = [r for r in runs if r.get("ok") and (r["task"], r["total_steps"]) == key]
+            times = {
+                c: [time_to(r["curve"], target) for r in own if r["contender"] == c]
+                for c in ("ppomq", "sf")
+            }
+            t_p, t_s = _median(times["ppomq"]), _median(times["sf"])
+            reached = {
+                c: f"{sum(t is not None for t in ts)} of {len(ts)} seeds" for c, ts in times.items()
+            }
+            met = t_p is not None and (t_s is None or t_p < t_s)
+            lines.append(
+                f"- against Sample Factory: to a return of {target:.1f} (the lower final; median "
+                f"over the seeds that reached it), ppomq {_f(t_p, '{:,.0f}')} s "
+                f"({reached['ppomq']}) vs {_f(t_s, '{:,.0f}')} s ({reached['sf']}) from the "
+                "command "
+                f"({'faster: met' if met else 'not faster: not met'}); final return "
+                f"{_f(a, '{:.1f}')} vs {_f(b, '{:.1f}')}"
+            )
+    return ["", "Goal (issue 18):", "", *lines] if lines else []
+
+
 def _vs(value: float | None, bar: float) -> str:
     return "–" if value is None else f"{value:,.0f} {'>=' if value >= bar else '<'} {bar:,.0f}"
 
@@ -640,27 +732,41 @@ def _runs_table(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def render_markdown(doc: dict[str, Any]) -> str:
-    title = {"learning": "ppomq on MuJoCo", "side-by-side": "MuJoCo side by side"}[doc["mode"]]
+    titles = {
+        "learning": "ppomq on MuJoCo",
+        "side-by-side": "MuJoCo side by side",
+        "atari": "Atari side by side",
+    }
     m = doc.get("machine", {})
     lines = [
-        f"# {title}",
+        f"# {titles[doc['mode']]}",
         "",
         f"`{'`, `'.join(doc.get('invocations', [])[-3:])}` on {m.get('cpus')} CPUs "
         f"({m.get('platform')}, Python {m.get('python')}), last updated {doc.get('updated_at')}. "
         "Each run is its own command, timed from the command to its exit, one at a time under "
         "the bench lock (side by side, the contenders' order rotates with the seed); start-up "
         "= command to the first env step; SPS = env steps / time from the command to the last "
-        f"training step; final return = mean of the last {MEAN_WINDOW} training episodes; eval = "
-        f"{EVAL_EPISODES} greedy episodes with the normalization statistics frozen. Times are "
-        "medians over seeds, returns mean ± sd over seeds. CleanRL's published script runs "
-        "the -v4 tasks (its gymnasium 0.28 has no -v5; HalfCheetah's model and reward are the "
-        "same).",
+        f"training step; final return = mean of the last {MEAN_WINDOW} training episodes; "
+        "times are medians over seeds, returns mean ± sd over seeds. ",
     ]
+    if doc["mode"] == "atari":
+        lines[-1] += (
+            "Env steps are agent steps (4 frames each); returns are whole games' raw scores "
+            "(every life, unclipped); no greedy evaluation."
+        )
+    else:
+        lines[-1] += (
+            f"Eval = {EVAL_EPISODES} greedy episodes with the normalization statistics frozen. "
+            "CleanRL's published script runs the -v4 tasks (its gymnasium 0.28 has no -v5; "
+            "HalfCheetah's model and reward are the same)."
+        )
     for entry in doc.get("summary", []):
         lines += ["", f"## {entry['task']}, {entry['total_steps']:,} env steps", ""]
         lines += _contender_table(entry) + _ratio_lines(entry)
         if doc["mode"] == "side-by-side":
             lines += _goal_lines(entry)
+        if doc["mode"] == "atari":
+            lines += _atari_goal_lines(entry, doc["runs"])
         lines += _published_lines(entry)
     lines += ["", "## Every run", "", *_runs_table(doc["runs"]), ""]
     return "\n".join(lines)
@@ -715,7 +821,7 @@ def _csv_list(text: str) -> list[str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m benchmarks.mujoco", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.learning", description=__doc__.splitlines()[0]
     )
     p.add_argument("mode", choices=sorted(MODES))
     p.add_argument("--total-steps", type=int, default=DEFAULT_TOTAL_STEPS)
@@ -726,10 +832,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workdir", type=Path, default=WORKDIR, help="where run dirs go")
     p.add_argument(
         "--ppomq-cmd",
-        default=DEFAULT_PPOMQ_CMD,
-        help="template: {env_id} {total_steps} {seed} {run_dir} {eval_episodes}",
+        help="template: {env_id} {total_steps} {seed} {run_dir} {eval_episodes} (default: "
+        "the mujoco preset, or on Atari the atari preset with a 2-thread learner)",
     )
     p.add_argument("--cleanrl-python", default=Tools.cleanrl_python)
+    p.add_argument("--sf-python", default=Tools.sf_python)
     p.add_argument("--lock", default=LOCK, help="flock this file around each run ('' : none)")
     p.add_argument("--timeout-s", type=float, default=4 * 3600.0, help="per run")
     p.add_argument(
@@ -754,19 +861,25 @@ def jobs_from(args: argparse.Namespace) -> list[Job]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    tools = Tools(ppomq_cmd=args.ppomq_cmd, cleanrl_python=args.cleanrl_python)
+    atari = args.mode == "atari"
+    tools = Tools(
+        ppomq_cmd=args.ppomq_cmd or (DEFAULT_ATARI_PPOMQ_CMD if atari else DEFAULT_PPOMQ_CMD),
+        cleanrl_python=args.cleanrl_python,
+        sf_python=args.sf_python,
+        eval_episodes=0 if atari else EVAL_EPISODES,
+    )
     try:
         jobs = jobs_from(args)
         paths = result_paths(args.out, args.mode)
         doc = load_doc(paths["json"], args.mode)
         todo = pending(jobs, doc["runs"], args.resume)
-        check_tools(sorted({j.contender for j in todo}), tools)
+        check_tools(sorted({j.contender for j in todo}), tools, args.mode)
     except BenchError as exc:
-        print(f"benchmarks.mujoco: {exc}", file=sys.stderr)
+        print(f"benchmarks.learning: {exc}", file=sys.stderr)
         return 2
     doc["invocations"] = [
         *doc.get("invocations", []),
-        "python -m benchmarks.mujoco " + shlex.join(argv or sys.argv[1:]),
+        "python -m benchmarks.learning " + shlex.join(argv or sys.argv[1:]),
     ]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already recorded; {len(todo)} to run")
     try:
