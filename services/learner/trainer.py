@@ -17,12 +17,20 @@ from .flat_params import FlatAdam, FlatParameters
 from .gae import compute_gae
 from .gradients import Minibatch, select_gradient
 from .ppo_loss import PPOLossStats
+from .vtrace import compute_vtrace
+
+# Samples per forward pass when V-trace re-evaluates a whole batch under the current policy:
+# bounds the activations a large pixel batch would hold at once.
+_EVAL_CHUNK = 4096
 
 
 @dataclass(frozen=True, slots=True)
 class PPOConfig:
     gamma: float = 0.98
     gae_lambda: float = 0.8
+    targets: str = "gae"
+    vtrace_rho_bar: float = 1.0
+    vtrace_c_bar: float = 1.0
     learning_rate: float = 1e-3
     anneal_lr: bool = True
     total_steps: int = 0
@@ -43,30 +51,73 @@ class PPOConfig:
         return cls(**{k: getattr(settings, k) for k in names})
 
 
+def flatten_arrays(batches: list[RolloutBatch]) -> dict[str, np.ndarray]:
+    """Every batch's obs, actions, logp and values, [T, N, ...] flattened to [T*N, ...]
+    (time-major) and joined in batch order."""
+    return {
+        key: np.concatenate(
+            [
+                b.arrays[key].reshape(b.num_steps * b.num_envs, *b.arrays[key].shape[2:])
+                for b in batches
+            ]
+        )
+        for key in ("obs", "actions", "logp", "values")
+    }
+
+
+def gae_targets(
+    batches: list[RolloutBatch], *, gamma: float, lam: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(advantages, returns) [sum of T*N], GAE per batch on the actor's values."""
+    out = [
+        compute_gae(
+            b.arrays["rewards"], b.arrays["values"], b.arrays["terminated"],
+            b.arrays["truncated"], b.arrays["final_values"], b.arrays["bootstrap_value"],
+            gamma=gamma, lam=lam,
+        )
+        for b in batches
+    ]  # fmt: skip
+    return np.concatenate([a.reshape(-1) for a, _ in out]), np.concatenate(
+        [r.reshape(-1) for _, r in out]
+    )
+
+
+def vtrace_targets(
+    batches: list[RolloutBatch],
+    target_logp: np.ndarray,
+    target_values: np.ndarray,
+    *,
+    gamma: float,
+    rho_bar: float,
+    c_bar: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(advantages, value targets) [sum of T*N], V-trace per batch for the policy whose
+    log-probs and values over the flattened batches (flatten_arrays' order) are given.
+    Observations the batch does not carry keep the actor's values (bootstrap_value,
+    final_values)."""
+    advs, targets, start = [], [], 0
+    for b in batches:
+        t, n = b.num_steps, b.num_envs
+        cut = slice(start, start + t * n)
+        start += t * n
+        a = b.arrays
+        adv, v = compute_vtrace(
+            a["rewards"], target_values[cut].reshape(t, n), a["terminated"], a["truncated"],
+            a["final_values"], a["bootstrap_value"], a["logp"], target_logp[cut].reshape(t, n),
+            gamma=gamma, rho_bar=rho_bar, c_bar=c_bar,
+        )  # fmt: skip
+        advs.append(adv.reshape(-1))
+        targets.append(v.reshape(-1))
+    return np.concatenate(advs), np.concatenate(targets)
+
+
 def flatten_batches(
     batches: list[RolloutBatch], *, gamma: float, lam: float
 ) -> dict[str, np.ndarray]:
-    """GAE per batch, then every [T, N, ...] array flattened to [T*N, ...] and joined."""
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "actions", "logp", "values")}
-    parts["advantages"], parts["returns"] = [], []
-    for b in batches:
-        a = b.arrays
-        adv, ret = compute_gae(
-            a["rewards"],
-            a["values"],
-            a["terminated"],
-            a["truncated"],
-            a["final_values"],
-            a["bootstrap_value"],
-            gamma=gamma,
-            lam=lam,
-        )
-        t, n = b.num_steps, b.num_envs
-        for key in ("obs", "actions", "logp", "values"):
-            parts[key].append(a[key].reshape(t * n, *a[key].shape[2:]))  # [T,N,..] -> [T*N,..]
-        parts["advantages"].append(adv.reshape(-1))
-        parts["returns"].append(ret.reshape(-1))
-    return {k: np.concatenate(v) for k, v in parts.items()}
+    """flatten_arrays with GAE's advantages and returns."""
+    flat = flatten_arrays(batches)
+    flat["advantages"], flat["returns"] = gae_targets(batches, gamma=gamma, lam=lam)
+    return flat
 
 
 class PPOTrainer:
@@ -103,20 +154,34 @@ class PPOTrainer:
         """One PPO update over `batches`; returns CleanRL-named statistics."""
         cfg = self.config
         t0 = time.perf_counter()
-        flat = flatten_batches(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
+        flat = flatten_arrays(batches)
         # The batch's one trip to the device (no copy at all on the CPU).
         to_device = self._to_device
         raw_obs = to_device(flat["obs"])
+        obs, actions = self.policy.preprocess(raw_obs), to_device(flat["actions"])
+        if self.policy.discrete:
+            actions = actions.long()
+        if cfg.targets == "vtrace":
+            # Targets for the policy as it is now, from its own log-probs and values: the
+            # value loss is then clipped around (and explained variance measured on) these
+            # values rather than the actor's.
+            target_logp, target_values = self._evaluate_batch(obs, actions)
+            flat["values"] = target_values
+            advantages, returns = vtrace_targets(
+                batches, target_logp, target_values, gamma=cfg.gamma,
+                rho_bar=cfg.vtrace_rho_bar, c_bar=cfg.vtrace_c_bar,
+            )  # fmt: skip
+        else:
+            advantages, returns = gae_targets(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
+        flat["returns"] = returns
         data = Minibatch(
-            obs=self.policy.preprocess(raw_obs),
-            actions=to_device(flat["actions"]),
+            obs=obs,
+            actions=actions,
             old_logp=to_device(flat["logp"]),
             old_values=to_device(flat["values"]),
-            advantages=to_device(flat["advantages"]),
-            returns=to_device(flat["returns"]),
+            advantages=to_device(advantages),
+            returns=to_device(returns),
         )
-        if self.policy.discrete:
-            data = data._replace(actions=data.actions.long())
         t1 = time.perf_counter()
 
         lr = self._learning_rate(env_steps)
@@ -170,6 +235,23 @@ class PPOTrainer:
             }
         )
         return out
+
+    @torch.no_grad()
+    def _evaluate_batch(
+        self, obs: torch.Tensor, actions: torch.Tensor
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(log-probs, values) of the whole batch under the current policy, on the host."""
+        logps, values = [], []
+        for o, a in zip(
+            torch.split(obs, _EVAL_CHUNK), torch.split(actions, _EVAL_CHUNK), strict=True
+        ):
+            logp, _, value = self.policy.evaluate(o, a)
+            logps.append(logp)
+            values.append(value)
+        return (
+            torch.cat(logps).float().cpu().numpy(),
+            torch.cat(values).float().cpu().numpy(),
+        )
 
     def _host_tensors(self) -> dict[str, torch.Tensor]:
         """The policy's state_dict on the host. On the CPU, the live tensors themselves; on

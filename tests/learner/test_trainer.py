@@ -119,3 +119,45 @@ def test_analytic_and_autograd_updates_land_on_the_same_parameters():
     assert not torch.equal(analytic.flat.data, before)  # the update did move them
     for key in ("losses/policy_loss", "losses/value_loss", "losses/approx_kl"):
         assert s1[key] == pytest.approx(s2[key], rel=1e-3, abs=1e-6)
+
+
+def _twin_trainers(**cfg) -> tuple[Policy, PPOTrainer, Policy, PPOTrainer]:
+    torch.manual_seed(4)
+    p1, p2 = build_model(SPEC), build_model(SPEC)
+    p2.load_state_dict(p1.state_dict())
+    base = dict(update_epochs=2, minibatch_size=32, anneal_lr=False, gamma=0.9)
+    gae = PPOTrainer(policy=p1, config=PPOConfig(**base, gae_lambda=1.0))
+    vtrace = PPOTrainer(policy=p2, config=PPOConfig(**base, **cfg, targets="vtrace"))
+    return p1, gae, p2, vtrace
+
+
+def test_vtrace_on_fresh_batches_trains_exactly_as_gae_with_lambda_one():
+    # Batches from the policy being trained: every importance weight is 1, and the current
+    # values are the actor's, so V-trace's targets are GAE's with lambda = 1.
+    p1, gae, p2, vtrace = _twin_trainers()
+    batches = [_batch(p1, seed=11), _batch(p1, seed=12)]
+    torch.manual_seed(5)
+    s1 = gae.update(batches, 0)
+    torch.manual_seed(5)
+    s2 = vtrace.update(batches, 0)
+    for a, b in zip(p1.parameters(), p2.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert s1["losses/value_loss"] == pytest.approx(s2["losses/value_loss"], rel=1e-4)
+
+
+def test_vtrace_targets_use_the_current_policy_not_the_actors():
+    # A stale batch: collected by an older policy. GAE trains on the actor's values and
+    # V-trace on the current ones, so the two updates differ; V-trace's value loss is
+    # measured against values the current network gives.
+    p1, gae, p2, vtrace = _twin_trainers()
+    old = build_model(SPEC)  # a different (older) policy collected the batch
+    batches = [_batch(old, seed=13)]
+    torch.manual_seed(6)
+    gae.update(batches, 0)
+    torch.manual_seed(6)
+    vtrace.update(batches, 0)
+    diff = max(
+        float((a - b).detach().abs().max())
+        for a, b in zip(p1.parameters(), p2.parameters(), strict=True)
+    )
+    assert diff > 1e-4

@@ -153,6 +153,18 @@ class PPOSettings(_Group):
     )
     gamma: float = Field(0.98, gt=0, le=1, description="Discount factor.")
     gae_lambda: float = Field(0.8, ge=0, le=1, description="GAE lambda.")
+    targets: Literal["gae", "vtrace"] = Field(
+        "gae",
+        description="Advantages and value targets: gae (on the actor's values; exact for "
+        "fresh batches) or vtrace (IMPALA's off-policy correction, computed for the "
+        "learner's current policy: batches several versions old stay useful).",
+    )
+    vtrace_rho_bar: float = Field(
+        1.0, gt=0, description="V-trace: truncation of the importance weights in the targets."
+    )
+    vtrace_c_bar: float = Field(
+        1.0, gt=0, description="V-trace: truncation of the trace-cutting weights."
+    )
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
     anneal_lr: bool = Field(
         True,
