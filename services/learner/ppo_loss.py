@@ -1,4 +1,6 @@
-"""The PPO clipped surrogate loss (Schulman et al. 2017, arXiv:1707.06347) as a pure function.
+"""The PPO objectives (Schulman et al. 2017, arXiv:1707.06347) as pure functions: the
+clipped surrogate (section 3) and the adaptive KL penalty (section 4), which share
+everything but the policy term.
 
 Semantics follow CleanRL's `ppo.py` line for line, whose choices are explained in Huang et
 al., "The 37 Implementation Details of Proximal Policy Optimization" (ICLR blog track 2022,
@@ -16,7 +18,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["PPOLossStats", "ppo_loss"]
+__all__ = ["OBJECTIVES", "PPOLossStats", "adapt_kl_coef", "ppo_loss"]
+
+OBJECTIVES = ("clip", "kl-penalty")
 
 
 class PPOLossStats(NamedTuple):
@@ -43,6 +47,8 @@ def ppo_loss(
     ent_coef: float,
     clip_vloss: bool,
     norm_adv: bool,
+    objective: str = "clip",
+    kl_coef: float = 0.0,
 ) -> tuple[Tensor, PPOLossStats]:
     """Return (loss, stats) for one minibatch; every input is [B].
 
@@ -51,8 +57,12 @@ def ppo_loss(
 
         pg_loss - ent_coef * entropy.mean() + vf_coef * v_loss
 
-    with pg_loss = mean(max(-A * ratio, -A * clip(ratio, 1 - c, 1 + c))), the negated
-    pessimistic (min) surrogate of Schulman et al. 2017, eq. 7.
+    with, for objective "clip", pg_loss = mean(max(-A * ratio, -A * clip(ratio, 1 - c,
+    1 + c))), the negated pessimistic (min) surrogate of Schulman et al. 2017, eq. 7; for
+    "kl-penalty", pg_loss = mean(-A * ratio) + kl_coef * mean(KL), eq. 8, with KL(old ||
+    new) per sample by the k3 estimator below (unbiased in value and in gradient for actions
+    drawn from the old policy); `kl_coef` is the adaptive beta (adapt_kl_coef). clip_coef
+    still clips the value loss (clip_vloss) and defines clip_fraction, reported for both.
 
     Raises ValueError when norm_adv is set and B < 2: the sample std of one element is NaN
     and would silently poison the weights.
@@ -77,8 +87,14 @@ def ppo_loss(
     # surrogates: outside [1 - c, 1 + c] in the direction the advantage pushes, the clipped
     # term is constant and wins, so that sample gives no gradient.
     pg_loss1 = -advantages * ratio  # [B]
-    pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef)  # [B]
-    pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    if objective == "clip":
+        pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef)  # [B]
+        pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+    elif objective == "kl-penalty":
+        # The penalty differentiates the same k3 estimator that approx_kl reports.
+        pg_loss = pg_loss1.mean() + kl_coef * ((ratio - 1.0) - logratio).mean()
+    else:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
 
     # Value loss, clipped around the rollout's values with the same coefficient
     # (37 details #9; Engstrom et al. 2020 found the clipping does not help, hence the flag).
@@ -105,3 +121,14 @@ def ppo_loss(
         clip_fraction=clip_fraction,
     )
     return loss, stats
+
+
+def adapt_kl_coef(kl_coef: float, kl: float, target: float) -> float:
+    """The PPO paper's rule for the penalty's coefficient after an update (section 4):
+    halve it when the policy moved less than target / 1.5, double it when more than
+    target * 1.5, else keep it."""
+    if kl < target / 1.5:
+        return kl_coef / 2.0
+    if kl > target * 1.5:
+        return kl_coef * 2.0
+    return kl_coef

@@ -16,7 +16,7 @@ from .device import HostToDevice
 from .flat_params import FlatAdam, FlatParameters
 from .gae import compute_gae
 from .gradients import Minibatch, select_gradient
-from .ppo_loss import PPOLossStats
+from .ppo_loss import PPOLossStats, adapt_kl_coef
 from .vtrace import compute_vtrace
 
 # Samples per forward pass when V-trace re-evaluates a whole batch under the current policy:
@@ -43,6 +43,9 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     target_kl: float | None = None
+    objective: str = "clip"
+    kl_penalty_target: float = 0.01
+    kl_penalty_coef: float = 1.0
     gradients: str = "auto"
 
     @classmethod
@@ -141,6 +144,8 @@ class PPOTrainer:
         self.optimizer = FlatAdam(self.flat.data, self.flat.grad, eps=1e-5)
         self._gradient = select_gradient(config.gradients, policy, self.flat)
         self.updates = 0
+        # The KL penalty's beta (objective kl-penalty), adapted after every update.
+        self.kl_coef = config.kl_penalty_coef
 
     def _learning_rate(self, env_steps: int) -> float:
         cfg = self.config
@@ -194,6 +199,7 @@ class PPOTrainer:
         coefs = dict(
             clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
             clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv,
+            objective=cfg.objective, kl_coef=self.kl_coef,
         )  # fmt: skip
         history: list[PPOLossStats] = []
         epochs_run = 0
@@ -211,6 +217,13 @@ class PPOTrainer:
                 self.optimizer.step(lr)
             if cfg.target_kl is not None and float(history[-1].approx_kl) > cfg.target_kl:
                 break  # early stop: the policy moved too far from the behaviour policy
+        kl_coef_used = self.kl_coef
+        if cfg.objective == "kl-penalty":
+            # The KL the update ended with: its last epoch's minibatches, measured before
+            # each step, i.e. of the policy as the epoch went.
+            last = history[-n_mb:]
+            kl = float(torch.stack([st.approx_kl for st in last]).mean())
+            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, cfg.kl_penalty_target)
         if self.policy.obs_norm is not None:
             # After the update: this version trained with the statistics its actors used;
             # the next one carries statistics that include these observations.
@@ -234,6 +247,8 @@ class PPOTrainer:
                 "time/learner_sgd": t2 - t1,
             }
         )
+        if cfg.objective == "kl-penalty":  # a column only runs with the penalty have
+            out["charts/kl_coef"] = kl_coef_used
         return out
 
     @torch.no_grad()
@@ -284,9 +299,12 @@ class PPOTrainer:
             "policy": self._host_tensors(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
+            "kl_coef": self.kl_coef,
         }
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])  # copies into the flat buffer in place
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
+        # Checkpoints from before the KL penalty: its starting value.
+        self.kl_coef = float(state.get("kl_coef", self.config.kl_penalty_coef))

@@ -294,3 +294,73 @@ def test_norm_adv_makes_loss_invariant_to_advantage_scale_and_shift():
 def test_norm_adv_rejects_a_single_element_minibatch():
     with pytest.raises(ValueError, match="at least 2"):
         run_torch(one_sample(1.0, 1.0), **COEFS, clip_vloss=False, norm_adv=True)
+
+
+# --- the adaptive KL penalty (Schulman et al. 2017, section 4) --------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    b=st.integers(2, 64),
+    kl_coef=st.sampled_from([0.0, 0.3, 1.0, 3.0]),
+    norm_adv=st.booleans(),
+    spread=st.sampled_from([0.0, 0.1, 0.5]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_kl_penalty_loss_and_policy_gradient_match_numpy_reference(
+    b, kl_coef, norm_adv, spread, seed
+):
+    inputs = make_inputs(np.random.default_rng(seed), b, spread)
+    assume(not norm_adv or inputs["advantages"].std(ddof=1) > 1e-2)
+    kwargs = dict(**COEFS, clip_vloss=False, norm_adv=norm_adv)
+    loss, stats, t = run_torch(inputs, **kwargs, objective="kl-penalty", kl_coef=kl_coef)
+    # Reference: -mean(A * r) + beta * mean((r - 1) - log r), r = exp(new - old); the value
+    # and entropy terms are the clipped objective's (same reference, same inputs).
+    adv = inputs["advantages"]
+    if norm_adv:
+        adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)
+    logratio = inputs["new_logp"] - inputs["old_logp"]
+    ratio = np.exp(logratio)
+    pg = (-adv * ratio).mean() + kl_coef * ((ratio - 1.0) - logratio).mean()
+    _, ref_stats, _, d_v, _ = reference_loss(**inputs, **kwargs)
+    ref_loss = pg + COEFS["vf_coef"] * ref_stats["value_loss"]
+    ref_loss -= COEFS["ent_coef"] * inputs["entropy"].mean()
+    # d/d new_logp: (-A * r + beta * (r - 1)) / B
+    d_logp = (-adv * ratio + kl_coef * (ratio - 1.0)) / b
+    tol = dict(rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(loss.item(), ref_loss, **tol)
+    np.testing.assert_allclose(stats.policy_loss.item(), pg, **tol)
+    np.testing.assert_allclose(t["new_logp"].grad.numpy(), d_logp, **tol)
+    np.testing.assert_allclose(t["new_values"].grad.numpy(), d_v, **tol)
+    np.testing.assert_allclose(stats.approx_kl.item(), ref_stats["approx_kl"], **tol)
+
+
+def test_kl_penalty_pulls_back_a_policy_that_moved_far_where_clip_gives_no_gradient():
+    # Ratio 1.5 with a positive advantage: the clipped objective is flat (no gradient), the
+    # penalty objective pushes log-prob up for the advantage and down for the KL; with a
+    # large beta the KL wins and the gradient asks for a lower log-prob.
+    inputs = one_sample(1.5, 1.0)
+    kw = dict(**COEFS, clip_vloss=False, norm_adv=False)
+    _, _, t = run_torch(inputs, **kw)
+    assert t["new_logp"].grad.item() == 0.0
+    _, _, t = run_torch(inputs, **kw, objective="kl-penalty", kl_coef=10.0)
+    assert t["new_logp"].grad.item() > 0  # descent lowers the log-prob: back toward old
+    _, _, t = run_torch(inputs, **kw, objective="kl-penalty", kl_coef=0.0)
+    assert t["new_logp"].grad.item() < 0  # no penalty: the advantage keeps pushing
+
+
+def test_unknown_objective_is_refused():
+    with pytest.raises(ValueError, match="objective"):
+        run_torch(one_sample(1.0, 1.0), **COEFS, clip_vloss=False, norm_adv=False,
+                  objective="trust-region")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("kl", "expected"),
+    [(0.001, 0.5), (0.0066, 0.5), (0.0067, 1.0), (0.01, 1.0), (0.015, 1.0), (0.0151, 2.0)],
+)
+def test_adaptive_kl_coefficient_follows_the_ppo_papers_rule(kl, expected):
+    from ppomq.learner.ppo_loss import adapt_kl_coef
+
+    # target 0.01: halve below 0.01 / 1.5 = 0.00667, double above 0.015, else keep.
+    assert adapt_kl_coef(1.0, kl, 0.01) == expected

@@ -161,3 +161,25 @@ def test_vtrace_targets_use_the_current_policy_not_the_actors():
         for a, b in zip(p1.parameters(), p2.parameters(), strict=True)
     )
     assert diff > 1e-4
+
+
+def test_kl_penalty_coefficient_adapts_after_each_update_and_survives_a_checkpoint():
+    torch.manual_seed(8)
+    policy = build_model(SPEC)
+    cfg = PPOConfig(objective="kl-penalty", kl_penalty_target=1e-6, kl_penalty_coef=1.0,
+                    update_epochs=3, anneal_lr=False, learning_rate=1e-2)  # fmt: skip
+    trainer = PPOTrainer(policy=policy, config=cfg)
+    stats = trainer.update([_batch(policy, seed=21)], 0)
+    # A learning rate of 1e-2 moves the policy far beyond a KL of 1e-6: beta doubles.
+    assert stats["charts/kl_coef"] == 1.0 and trainer.kl_coef == 2.0
+    trainer.update([_batch(policy, seed=22)], 0)
+    assert trainer.kl_coef == 4.0
+    other = PPOTrainer(policy=build_model(SPEC), config=cfg)
+    other.set_state(trainer.get_state())
+    assert other.kl_coef == 4.0
+    loose = PPOConfig(objective="kl-penalty", kl_penalty_target=10.0, update_epochs=1)
+    relaxed = PPOTrainer(policy=build_model(SPEC), config=loose)
+    relaxed.update([_batch(relaxed.policy, seed=23)], 0)
+    assert relaxed.kl_coef == 0.5  # far below the target: halved
+    clip = PPOTrainer(policy=build_model(SPEC), config=PPOConfig(update_epochs=1))
+    assert "charts/kl_coef" not in clip.update([_batch(clip.policy)], 0)

@@ -187,6 +187,20 @@ class PPOSettings(_Group):
     target_kl: float | None = Field(
         None, gt=0, description="Stop an update's epochs early above this approx-KL."
     )
+    objective: Literal["clip", "kl-penalty"] = Field(
+        "clip",
+        description="The policy term: clip (the clipped surrogate, PPO paper section 3) or "
+        "kl-penalty (the surrogate minus an adaptive KL penalty, section 4).",
+    )
+    kl_penalty_target: float = Field(
+        0.01,
+        gt=0,
+        description="kl-penalty: the KL per update the coefficient aims at (halved below "
+        "target/1.5, doubled above target*1.5).",
+    )
+    kl_penalty_coef: float = Field(
+        1.0, ge=0, description="kl-penalty: the coefficient's starting value (beta)."
+    )
     gradients: Literal["auto", "analytic", "autograd"] = Field(
         "auto",
         description="How the learner differentiates the PPO loss: autograd (torch autograd "
