@@ -16,7 +16,7 @@ import secrets
 import socket
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -43,6 +43,8 @@ log = logging.getLogger("ppomq.actor")
 # its SIGTERM at once. A stopping actor so gives its last batch one slice to leave.
 STOP_POLL_S = 0.02
 SEND_SLICE_MS = 50
+# An actor whose batch no learner takes says so this often (it goes on waiting).
+SEND_WAIT_LOG_S = 30.0
 
 
 def new_actor_id(actor_index: int, curve: CurveClient | None = None) -> str:
@@ -58,6 +60,18 @@ class Stopped(Exception):
 
 class RunFinished(Exception):
     """The weightserver says the run has finished: no newer weights will come."""
+
+
+def flow_limit(actor_map: Mapping[str, Any], *, sync: bool) -> int:
+    """Batches per version the weights header allows (proto/WEIGHTS.md `actor`); sync
+    actors send one. A value that is not a count falls back to one."""
+    value = actor_map.get("batches_per_version", 1)
+    if sync:
+        return 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        log.warning("ignoring actor.batches_per_version %r (not a count >= 0): using 1", value)
+        return 1
+    return value
 
 
 def actor_index_of(settings: ActorSettings) -> int:
@@ -116,9 +130,10 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
     )  # fmt: skip
     seq = 0
     sent_at_version = 0
-    # Flow control: at most `limit` batches per policy version, then wait for a newer one.
-    # Actors that outrun the learner would only produce batches the staleness gate drops.
-    limit = 1 if s.mode == "sync" else s.batches_per_version
+    # Flow control: at most `limit` batches per policy version, then wait for a newer one
+    # (0: never wait). The learner sets it in each weights header (batches_per_version);
+    # until the first weights, and from learners that do not say, one.
+    limit = 1
     last_report = time.monotonic()
     finished = False
     try:
@@ -140,6 +155,7 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
                 sent_at_version = 0
                 # What the learner asks actors to do outside the network comes with each
                 # version; reward statistics carry on while its settings stay the same.
+                limit = flow_limit(actor_map, sync=s.mode == "sync")
                 reward_norm = actor_map.get("reward_norm")
                 if runner.configure_rewards(reward_norm):
                     log.info("actor %s: reward normalization %s from v%d", actor_id,
@@ -153,8 +169,15 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
             beat()
             frames = encode(batch)
             # Short waits, for the same reason: a learner that has finished takes no batch.
+            send_since = last_said = time.monotonic()
             while not sender.send(frames, timeout_ms=SEND_SLICE_MS):
                 beat()  # waiting for a learner that is away: alive, a restart would not help
+                if time.monotonic() - last_said >= SEND_WAIT_LOG_S:
+                    last_said = time.monotonic()
+                    log.warning("actor %s: the learner at %s has taken no batch for %.0f s; "
+                                "waiting (a learner restarting, or the run is over and its "
+                                "weightserver gone: stop this actor)", actor_id,
+                                s.learner_addr, last_said - send_since)  # fmt: skip
                 if stop.requested or weights.finished:
                     break  # the learner is not taking batches: told to stop, or it is done
             else:

@@ -81,7 +81,11 @@ def finish_run(
         "batches_produced": loop.produced_batches,  # valid batches received, accepted or not
         "batches_accepted": loop.gate.accepted,
         "batches_rejected": rejects,
-        "waste_ratio": (sum(rejects.values()) / loop.produced_batches)
+        # Valid batches dropped at a full queue for newer ones (async): waste, not refusals.
+        "batches_surplus": loop.ledger.totals["surplus"],
+        "waste_ratio": (
+            (sum(rejects.values()) + loop.ledger.totals["surplus"]) / loop.produced_batches
+        )
         if loop.produced_batches
         else 0.0,
         "policy_age_histogram": {str(k): v for k, v in sorted(loop.gate.ages.items())},

@@ -4,10 +4,12 @@ Per actor id (one actor incarnation): `sent` (the `sent` field of the last heade
 carried one: how many batches the actor had handed to its socket), `received` (messages of
 it that reached the learner: valid ones, and invalid ones whose header names it),
 `accepted` (trained on), `stale` (refused by the staleness gate), `duplicates` (`seq` not
-above its last accepted one), `invalid` (by reason: refused at decode, or a batch from a
-future version). It adds up:
+above its last accepted one), `surplus` (valid, but dropped unread at the door because the
+learner had more queued than it could use: the oldest queued batch makes room for the
+newest), `invalid` (by reason: refused at decode, or a batch from a future version). It
+adds up:
 
-    received = accepted + stale + duplicates + sum(invalid)
+    received = accepted + stale + duplicates + surplus + sum(invalid)
     sent     = received + lost_in_flight     (for an actor whose headers carry `sent`)
 
 lost in flight: handed to the actor's socket but never counted here: the actor killed
@@ -37,7 +39,7 @@ LOST_IN_FLIGHT_MEANS = (
 
 def _row() -> dict[str, Any]:
     return {"sent": None, "received": 0, "accepted": 0, "stale": 0, "duplicates": 0,
-            "invalid": {}, "lost_in_flight": 0, "last_seen": 0.0}  # fmt: skip
+            "surplus": 0, "invalid": {}, "lost_in_flight": 0, "last_seen": 0.0}  # fmt: skip
 
 
 def _lost(row: dict[str, Any]) -> int:
@@ -65,15 +67,16 @@ class RolloutLedger:
     @staticmethod
     def _zero_totals() -> dict[str, Any]:
         return {"sent": 0, "received": 0, "accepted": 0, "stale": 0, "duplicates": 0,
-                "invalid": {}, "lost_in_flight": 0, "actors_seen": 0, "actors_trained": 0,
-                "actors_forgotten": 0, "actors_dropped_over_cap": 0}  # fmt: skip
+                "surplus": 0, "invalid": {}, "lost_in_flight": 0, "actors_seen": 0,
+                "actors_trained": 0, "actors_forgotten": 0,
+                "actors_dropped_over_cap": 0}  # fmt: skip
 
     # ------------------------------------------------------------------ recording
 
     def note(self, actor_id: str, outcome: str, *, sent: int | None = None) -> list[str]:
         """One message of `actor_id` reached the learner: `outcome` is "accepted", "stale",
-        "duplicate" or an invalid reason. Returns the ids dropped over the cap (the caller
-        drops its own state for them)."""
+        "duplicate", "surplus" or an invalid reason. Returns the ids dropped over the cap
+        (the caller drops its own state for them)."""
         row = self.actors.get(actor_id)
         if row is None:
             row = self.actors[actor_id] = _row()
@@ -96,8 +99,8 @@ class RolloutLedger:
                 self._untrained.pop(actor_id, None)
             row["accepted"] += 1
             t["accepted"] += 1
-        elif outcome in ("stale", "duplicate"):
-            key = "stale" if outcome == "stale" else "duplicates"
+        elif outcome in ("stale", "duplicate", "surplus"):
+            key = "duplicates" if outcome == "duplicate" else outcome
             row[key] += 1
             t[key] += 1
         else:
@@ -138,6 +141,10 @@ class RolloutLedger:
 
     def rejected(self, row: dict[str, Any]) -> int:
         return row["stale"] + row["duplicates"] + sum(row["invalid"].values())
+
+    def dropped(self, row: dict[str, Any]) -> int:
+        """Valid batches not trained on for want of room: `surplus`, not a rejection."""
+        return int(row.get("surplus", 0))
 
     def summary(self) -> dict[str, Any]:
         """What summary.json's `ledger` holds: per actor, totals, what lost means."""

@@ -44,11 +44,15 @@ PUBLISH_BACKOFF = ExponentialBackoff(cap=1.0, base=0.05)
 
 
 def actor_config(settings: Any) -> dict[str, Any]:
-    """What actors apply outside the network, published in every weights header: CleanRL's
-    reward scaling (running std of the discounted return, clipped) when --norm-reward."""
-    if not settings.norm_reward:
-        return {}
-    return {"reward_norm": {"gamma": float(settings.gamma), "clip": 10.0, "epsilon": 1e-8}}
+    """What actors apply outside the network, published in every weights header: how many
+    batches they may send per version (the learner owns the update, so it owns how far
+    actors run ahead), and CleanRL's reward scaling (running std of the discounted return,
+    clipped) when --norm-reward."""
+    flow = 1 if settings.mode == "sync" else int(settings.batches_per_version)
+    out: dict[str, Any] = {"batches_per_version": flow}
+    if settings.norm_reward:
+        out["reward_norm"] = {"gamma": float(settings.gamma), "clip": 10.0, "epsilon": 1e-8}
+    return out
 
 
 class _StopPublishing(Exception):
@@ -80,6 +84,13 @@ class LearnerLoop:
         self.recorder = recorder
         self.version = version
         self.gate = StalenessGate(settings.max_staleness)
+        # Async: samples per update, fixed for the run whatever number of actors is live,
+        # so scaling actors changes throughput, never the algorithm.
+        self.update_samples = settings.batch_samples or (
+            settings.actors * settings.num_envs * settings.num_steps
+        )
+        # What each actor may send per version (published to them: actor_config); 0: any.
+        self.flow = 1 if settings.mode == "sync" else settings.batches_per_version
         self.roster = ActorRoster(timeout_s=settings.actor_timeout_s, hint=settings.actors)
         # Each actor's last accepted `seq`: the receiving thread checks against it at the
         # door, this loop checks again and records it when it accepts a batch.
@@ -101,6 +112,7 @@ class LearnerLoop:
         # The receiving thread (snapshot(), drain_attributed()), when the service has one.
         self.receiver: Any = None
         self._door_stale_seen = (0, 0)
+        self._door_surplus_seen = (0, 0)
         self._last_counts = 0.0
         # The status's `updated_at`: the last update (the learner's liveness probe reads it),
         # not the last write: counts are written every second, updates or not.
@@ -237,12 +249,19 @@ class LearnerLoop:
         # One version of slack: a batch that only just missed an update reaches the gate
         # here, where it can make a newly joined actor live (_heard_if_known).
         self.receiver.stale_below = self.version - self.gate.max_staleness - 1
+        self.receiver.future_above = self.version
         # Stale batches the door refused: received (valid) and discarded, as if here.
         batches, steps = self.receiver.stale_refused()
         seen_batches, seen_steps = self._door_stale_seen
         self.produced_batches += batches - seen_batches
         self.discarded_env_steps += steps - seen_steps
         self._door_stale_seen = (batches, steps)
+        # Valid batches the door dropped from a full queue for newer ones: discarded too.
+        batches, steps = self.receiver.surplus_dropped()
+        seen_batches, seen_steps = self._door_surplus_seen
+        self.produced_batches += batches - seen_batches
+        self.discarded_env_steps += steps - seen_steps
+        self._door_surplus_seen = (batches, steps)
         _, self.decode_rejects = self.receiver.snapshot()
         for actor_id, reason, sent in self.receiver.drain_attributed():
             outcome = "duplicate" if reason == Reason.SEQ_NOT_INCREASING.label else reason
@@ -270,12 +289,15 @@ class LearnerLoop:
         """Admitted batches for one update.
 
         Elastic: it waits for the actors it has heard from lately (ActorRoster), not for a
-        configured number. Async: `batch_samples` samples, or else one batch per live actor
-        (what each sends per version). Sync: one fresh batch from every live actor (the
-        quorum). Either way, once no admissible batch has arrived for `actor_timeout_s`,
-        it trains on what it holds: nothing waits forever for an actor that is gone."""
+        configured number. Async: whole batches until `update_samples`, whatever number of
+        actors is live; or fewer, once every live actor has sent all it may for this
+        version (`batches_per_version`): more will not come before the next one. Sync: one
+        fresh batch from every live actor (the quorum). Either way, once no admissible
+        batch has arrived for `actor_timeout_s`, it trains on what it holds: nothing waits
+        forever for an actor that is gone."""
         out: list[RolloutBatch] = []
         contributors: set[str] = set()
+        at_version: Counter[str] = Counter()  # batches of this version, per actor
         samples = 0
         timeout = self.s.actor_timeout_s
         last_arrival = waiting_since = time.monotonic()
@@ -298,9 +320,11 @@ class LearnerLoop:
                 if self._admit(batch):
                     out.append(batch)
                     contributors.add(batch.actor_id)
+                    if batch.policy_version == self.version:
+                        at_version[batch.actor_id] += 1
                     samples += batch.num_steps * batch.num_envs
                     last_arrival = now
-            if out and self._enough(contributors, len(out), samples):
+            if out and self._enough(contributors, at_version, samples):
                 break
             if out and now - last_arrival > timeout:
                 log.info("no new batch for %.1f s: training version %d on the %d batch(es) "
@@ -315,12 +339,15 @@ class LearnerLoop:
             return []  # stopping mid-set: a partial set would not be synchronous PPO
         return out
 
-    def _enough(self, contributors: set[str], batches: int, samples: int) -> bool:
+    def _enough(self, contributors: set[str], at_version: Counter[str], samples: int) -> bool:
         if self.s.mode == "sync":
             return self.roster.quorum(contributors)
-        if self.s.batch_samples:
-            return samples >= self.s.batch_samples
-        return batches >= self.roster.expected()
+        if samples >= self.update_samples:
+            return True
+        if not self.flow:
+            return False  # actors run ahead: more is on its way
+        spent = {a for a, n in at_version.items() if n >= self.flow}
+        return self.roster.quorum(spent)
 
     def done(self) -> bool:
         s = self.s
@@ -346,6 +373,8 @@ class LearnerLoop:
         stats = self.trainer.update(batches, self.env_steps)
         self.trained_samples += int(stats["charts/samples"])
         self.version += 1
+        if self.receiver is not None:  # before any actor can hold this version's weights
+            self.receiver.future_above = self.version
         t_publish = self.publish(stop)
         for name, value in (
             ("wait", t_wait),
@@ -427,6 +456,14 @@ class LearnerLoop:
                 k: json.dumps(dict(v, ledger=rows[k]) if k in rows else v)
                 for k, v in self.actors.items()
             }
+            # Actors whose every batch the door refused (stale, future version, surplus):
+            # no batch of theirs reached this loop, but their ledger row is worth showing.
+            for k, row in rows.items():
+                if k not in recent:
+                    recent[k] = json.dumps({
+                        "last_seen": row["last_seen"], "policy_version": None,
+                        "batches": row["received"], "env_steps": 0, "ledger": row,
+                    })  # fmt: skip
             pipe.delete(self.keys.actors)
             if recent:
                 pipe.hset(self.keys.actors, mapping=recent)

@@ -5,10 +5,17 @@ and dropped, and so is a batch older than the loop says it could still train on
 (`stale_below`, which the loop keeps current: a stale flood never reaches the training
 thread); only the rest reach the queue. A `seq` is checked here against the last
 one the loop accepted, never recorded here (the loop records it on acceptance). When the
-queue is full this thread stops reading, the socket's high-water mark fills, and actors
-block: backpressure, not loss. Refused messages are handled at most `rejects_per_s` a
-second (RejectBudget): beyond that this thread pauses after each, so a flood of junk costs
-the learner a bounded share of its CPU whatever its rate; every one is still counted.
+queue is full, in sync mode this thread stops reading, the socket's high-water mark fills,
+and actors block: backpressure, not loss (a synchronous update needs every actor's batch).
+In async mode (`drop_oldest`) a queued batch is dropped instead to make room, counted as
+surplus: the oldest of the actor with the most batches queued (BatchQueue), so an actor
+that sends faster than the others loses its own batches, never theirs. Actors never wait
+on a learner that cannot use all they send, and it trains on the freshest batches.
+Batches of a version the learner has not published (`future_above`) are refused here too,
+so valid-looking junk never takes a place in the queue. Refused messages are handled at
+most `rejects_per_s` a second (RejectBudget): beyond that this thread pauses after each,
+so a flood of junk costs the learner a bounded share of its CPU whatever its rate; every
+one is still counted.
 """
 
 from __future__ import annotations
@@ -54,6 +61,32 @@ class RejectBudget:
         return -self.tokens / self.rate if self.tokens < 0 else 0.0
 
 
+class BatchQueue(queue.Queue):
+    """A bounded queue of batches whose `put_evicting` never blocks: when full, it drops
+    the oldest batch of the actor with the most batches queued (ties: the oldest of all),
+    through queue.Queue's hooks for subclasses (its lock and conditions)."""
+
+    def put_evicting(self, batch: RolloutBatch) -> RolloutBatch | None:
+        """Queue `batch`; returns the batch dropped to make room, if any."""
+        with self.not_full:
+            evicted = None
+            if 0 < self.maxsize <= self._qsize():
+                evicted = self._evict()
+            self._put(batch)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
+            return evicted
+
+    def _evict(self) -> RolloutBatch:
+        counts = Counter(b.actor_id for b in self.queue)
+        most = max(counts.values())
+        for i, b in enumerate(self.queue):
+            if counts[b.actor_id] == most:
+                del self.queue[i]
+                return b
+        raise AssertionError("unreachable: a full queue has a batch")
+
+
 class BatchReceiver(threading.Thread):
     """Owns the PULL socket (created inside the thread, as ZeroMQ sockets must be)."""
 
@@ -66,6 +99,7 @@ class BatchReceiver(threading.Thread):
         poll_ms: int = 20,  # how long a stop can wait for this thread (end of every run)
         seqs: SeqTracker | None = None,
         rejects_per_s: float = REJECTS_PER_S,
+        drop_oldest: bool = False,
     ) -> None:
         super().__init__(name="rollout-receiver", daemon=True)
         self._make_socket = make_socket
@@ -76,6 +110,10 @@ class BatchReceiver(threading.Thread):
         self.seqs = seqs if seqs is not None else SeqTracker()
         self.poll_ms = poll_ms
         self.rejects_per_s = rejects_per_s
+        if drop_oldest and not isinstance(out, BatchQueue):
+            raise TypeError("drop_oldest needs a BatchQueue")
+        self.drop_oldest = drop_oldest
+        self._surplus = (0, 0)  # batches dropped from a full queue: (how many, env steps)
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.error: BaseException | None = None
@@ -86,6 +124,9 @@ class BatchReceiver(threading.Thread):
         # is refused here as stale. Only ever at or below the loop's own bound, as that
         # only rises, so the door never refuses what the loop would train on.
         self.stale_below: int | None = None
+        # Set by the loop to its version before each publish: a batch of a later version
+        # cannot be honest (no actor had those weights), so it is refused here.
+        self.future_above: int | None = None
         self._stale = (0, 0)  # those stale batches: (how many, their env steps)
         self._last_warn = 0.0
         # (actor_id, reason, sent) of refused messages, for the rollout ledger.
@@ -101,6 +142,12 @@ class BatchReceiver(threading.Thread):
         valid batches, which the loop counts as received, and discarded, as its own."""
         with self._lock:
             return self._stale
+
+    def surplus_dropped(self) -> tuple[int, int]:
+        """(batches, their env steps) dropped from a full queue since this thread started
+        (drop_oldest): valid and received, never trained on."""
+        with self._lock:
+            return self._surplus
 
     def drain_attributed(self) -> list[tuple[str, str, int | None]]:
         """(actor_id, reason, sent) of each refused message that named its sender since
@@ -138,6 +185,10 @@ class BatchReceiver(threading.Thread):
                     self._warn(exc)
                     self._refuse(exc.reason.label, peek_sender(frames), budget)
                     continue
+                ceiling = self.future_above
+                if ceiling is not None and batch.policy_version > ceiling:
+                    self._refuse("future_version", (batch.actor_id, batch.sent), budget)
+                    continue
                 floor = self.stale_below
                 if floor is not None and batch.policy_version < floor:
                     with self._lock:
@@ -148,6 +199,9 @@ class BatchReceiver(threading.Thread):
                     continue
                 with self._lock:
                     self._received += 1
+                if self.drop_oldest:
+                    self._put_newest(batch)
+                    continue
                 while not self.stop_event.is_set():
                     try:
                         self.out.put(batch, timeout=self.poll_ms / 1000)
@@ -156,6 +210,15 @@ class BatchReceiver(threading.Thread):
                         continue
         finally:
             sock.close()
+
+    def _put_newest(self, batch: RolloutBatch) -> None:
+        """Queue `batch`, dropping one queued batch if full (counted as surplus)."""
+        old = self.out.put_evicting(batch)  # type: ignore[attr-defined]
+        if old is not None:
+            with self._lock:
+                n, steps = self._surplus
+                self._surplus = (n + 1, steps + old.num_steps * old.num_envs)
+                self._attributed.append((old.actor_id, "surplus", old.sent))
 
     def _refuse(
         self, reason: str, sender: tuple[str, int | None] | None, budget: RejectBudget

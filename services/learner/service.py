@@ -43,7 +43,7 @@ from ppomq.weightserver.store import WeightStore
 from .device import describe, resolve_device, resolve_threads
 from .finish import finish_run
 from .loop import CKPT_NAME, PUBLISH_BACKOFF, LearnerLoop, load_checkpoint
-from .receiver import BatchReceiver
+from .receiver import BatchQueue, BatchReceiver
 from .trainer import PPOConfig, PPOTrainer
 
 log = logging.getLogger("ppomq.learner")
@@ -156,7 +156,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         # "module:EnvId" (Gymnasium's own form) names a module to import, then the id.
         threshold = gym.spec(settings.env_id.rpartition(":")[2]).reward_threshold
     recorder = RunRecorder(run_dir, solve_threshold=threshold)
-    batches: queue.Queue[RolloutBatch] = queue.Queue(maxsize=settings.queue_batches)
+    batches: queue.Queue[RolloutBatch] = BatchQueue(maxsize=settings.queue_batches)
     # Checked by the receiver, recorded by the loop on acceptance; bounded as the ledger is.
     seqs = SeqTracker(max_actors=settings.max_actors)
     receiver = BatchReceiver(
@@ -170,6 +170,9 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         ),
         spec=spec,
         out=batches,
+        # Async: a full queue drops its oldest batch for the newest (counted as surplus)
+        # rather than blocking actors; sync needs every actor's batch, so it blocks.
+        drop_oldest=settings.mode == "async",
         seqs=seqs,
     )
     loop = LearnerLoop(
@@ -184,7 +187,16 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         seqs=seqs,
     )
     loop.receiver = receiver  # its counts and refused senders reach the ledger and status
-    resume(loop, ckpt, new_run=new_run)
+    if not resume(loop, ckpt, new_run=new_run):
+        log.info("run %r already reached its end (%d env steps, version %d): nothing to "
+                 "train; raise --total-steps (or --duration-s) to go on with it",
+                 settings.run_id, loop.env_steps, loop.version)  # fmt: skip
+        recorder.close()
+        # Said again in Redis only (a new marker: weightservers that took the old one for
+        # an earlier run's tell their actors and exit); the run dir stays as it was.
+        doc = {"version": loop.version, "env_steps": loop.env_steps, "unix": round(time.time(), 3)}
+        redis.set(loop.keys.finished, json.dumps(doc))
+        return True
     redis.delete(loop.keys.finished)  # this run is going on: no longer finished
     loop.publish(stop)
     loop.checkpoint()  # a restart from here on always resumes, and its CSVs match the summary
@@ -265,8 +277,10 @@ def mark_finished(loop: LearnerLoop) -> None:
     log.info("run %r marked finished at version %d", loop.s.run_id, loop.version)
 
 
-def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = False) -> None:
-    """Set the loop's state from the checkpoint and Redis, at a version to publish now.
+def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = False) -> bool:
+    """Set the loop's state from the checkpoint and Redis, at a version to publish now;
+    False (nothing to publish) when the checkpoint is of a finished run whose end the
+    settings have already reached: the same command run again has nothing to train.
 
     Versions only rise and a version never carries older weights than the one before it.
     Redis may hold versions the checkpoint does not (published after it was written): the
@@ -280,14 +294,18 @@ def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = Fa
         log.info("run %r had finished at version %s; a new run starts at version %d with "
                  "fresh weights (pass --resume to go on with the finished one instead)",
                  loop.s.run_id, latest, loop.version)  # fmt: skip
-        return
+        return True
     if ckpt is None and latest is None:
         loop.version = 0
-        return
+        return True
     version = -1
     if ckpt is not None:
         loop.restore(ckpt)
         version = int(ckpt["version"])
+        if ckpt.get("finished") and loop.done():
+            loop.restarts -= 1  # not a restart: nothing runs
+            loop.version = version
+            return False
     if latest is not None and latest > version:
         # Redis is ahead of the checkpoint, or there is none (killed before its first, or
         # a new run dir for the same run id): the run goes on from its newest weights.
@@ -304,3 +322,4 @@ def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = Fa
     loop.version = version + 1
     log.info("resumed from %s; version %d has the weights of version %d", loop.s.run_dir,
              loop.version, version)  # fmt: skip
+    return True

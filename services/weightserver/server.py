@@ -52,9 +52,11 @@ TICK_S = 0.1
 # it). Measured on an idle weightserver: 0.3 % of a core at 0.1 s, 0.4 % at 0.05 s.
 FOLLOW_TICK_S = 0.05
 # Once its run is marked finished, a weightserver answers every request at once, saying so
-# (actors then exit 0), for this long, then exits 0 itself. Each actor asks at least every
-# long poll (0.5 s), so this leaves it several chances to hear.
+# (actors then exit 0), then exits 0 itself: as soon as every client that asked within
+# CLIENT_ACTIVE_S before the end has been told, at most this long after it. Each actor asks
+# at least every long poll (0.5 s), so this leaves one that is busy several chances.
 FINISH_GRACE_S = 5.0
+CLIENT_ACTIVE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +304,10 @@ class WeightServer:
         os.set_blocking(self._stop_r, False)
         os.set_blocking(self._stop_w, False)
         self._parked: list[_Parked] = []
+        # ROUTER identity -> when it last asked for weights; at the run's end, the ones
+        # still to be told (every actor, those added by hand included, must hear it).
+        self._clients: dict[bytes, float] = {}
+        self._untold: set[bytes] | None = None
         self._started = time.monotonic()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._router.setsockopt(zmq.LINGER, 0)
@@ -367,13 +373,32 @@ class WeightServer:
                     self._handle(frames)
             self._expire_parked()
             finished_at = self.follower.finished_at
-            if finished_at is not None and time.monotonic() - finished_at >= FINISH_GRACE_S:
+            if finished_at is not None and self._everyone_told(finished_at):
                 log.info("run %r finished; weightserver exiting", self.run_id)
                 break
         # Answer the waiting clients now rather than letting them time out.
         for parked in self._parked:
             self._send_not_modified(parked.envelope, parked.request)
         self._parked.clear()
+
+    def _everyone_told(self, finished_at: float) -> bool:
+        """Whether every client active before the end has heard it (or the grace is over)."""
+        self._release_parked()  # parked long polls hear it now
+        untold = self._pending()
+        if time.monotonic() - finished_at >= FINISH_GRACE_S:
+            if untold:
+                log.info("%d client(s) did not ask again within %.0f s of the end",
+                         len(untold), FINISH_GRACE_S)  # fmt: skip
+            return True
+        return not untold
+
+    def _pending(self) -> set[bytes]:
+        """Clients active before the end that have not been told it yet (made when the end
+        is first seen: only clients that asked within CLIENT_ACTIVE_S before it)."""
+        if self._untold is None:
+            end = self.follower.finished_at or time.monotonic()
+            self._untold = {c for c, t in self._clients.items() if end - t <= CLIENT_ACTIVE_S}
+        return self._untold
 
     def close(self) -> None:
         self._stop_event.set()
@@ -431,6 +456,10 @@ class WeightServer:
                 finished=self.finished,
             )
             return
+        self._clients[envelope[0]] = time.monotonic()
+        if len(self._clients) > self.max_parked:  # bounded: forget the longest quiet
+            oldest = min(self._clients, key=self._clients.__getitem__)
+            del self._clients[oldest]
         held = self.follower.held
         if held is not None and held.version > req.have:
             self._send_weights(envelope, req, held)
@@ -475,7 +504,12 @@ class WeightServer:
 
     # --- replies ----------------------------------------------------------------------
 
+    def _told(self, envelope: list[bytes]) -> None:
+        if self.finished:
+            self._pending().discard(envelope[0])
+
     def _send_weights(self, envelope: list[bytes], req: protocol.Request, held: Held) -> None:
+        self._told(envelope)
         self.counters[protocol.STATUS_WEIGHTS] += 1
         reply = protocol.encode_reply(
             protocol.STATUS_WEIGHTS, version=held.version, id=req.id, finished=self.finished
@@ -494,6 +528,8 @@ class WeightServer:
         )
 
     def _send(self, envelope: list[bytes], status: str, req_id: Any, **fields: Any) -> None:
+        if fields.get("finished"):
+            self._told(envelope)
         self.counters[status] += 1
         self._router.send_multipart([*envelope, protocol.encode_reply(status, id=req_id, **fields)])
 

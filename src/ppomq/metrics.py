@@ -200,6 +200,11 @@ class LearnerMetrics:
                 ("sent", "Batches actors say they sent (the `sent` of their last header)"),
                 ("received", "Messages of identifiable actors that reached the learner"),
                 ("duplicates", "Batches refused for a seq not above the last accepted one"),
+                (
+                    "surplus",
+                    "Valid batches dropped unread at the door: the oldest queued, "
+                    "for a newer one, when the learner had more than it could use",
+                ),
                 ("actors_forgotten", "Actors forgotten after --forget-actor-after-s of quiet"),
                 ("actors_dropped_over_cap", "Actors dropped beyond --max-actors"),
             )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -59,9 +58,7 @@ def test_newest_waits_for_a_version_and_loads_it(
     prefetcher: WeightsPrefetcher, redis_client: redis.Redis
 ) -> None:
     store = WeightStore(redis_client, "pf")
-    t0 = time.monotonic()
-    assert prefetcher.newest(-1) is None  # nothing published: answers at once
-    assert time.monotonic() - t0 < 0.5
+    assert prefetcher.newest(-1) is None  # nothing published (timeout_s 0: no wait)
     source = _publish(store, 1, seed=1)
     got = prefetcher.newest(-1, timeout_s=20)
     assert got is not None and got[0] == 1

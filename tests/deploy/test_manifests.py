@@ -223,7 +223,9 @@ def test_every_setting_of_a_compose_service_reaches_it_from_the_shell_or_env_fil
     s = resolve_compose(given)["services"]
     assert s["learner"]["environment"]["PPOMQ_LEARNING_RATE"] == "0.001"
     assert s["learner"]["environment"]["PPOMQ_TARGET_RETURN"] == "475"
-    assert s["actor"]["environment"]["PPOMQ_BATCHES_PER_VERSION"] == "2"
+    # Flow control is the learner's: it tells the actors in every weights header.
+    assert s["learner"]["environment"]["PPOMQ_BATCHES_PER_VERSION"] == "2"
+    assert "PPOMQ_BATCHES_PER_VERSION" not in s["actor"]["environment"]
     assert "PPOMQ_ACTOR_INDEX" not in s["actor"]["environment"]
     # Unset, a passed-through name is not set at all (the service's default applies).
     assert "PPOMQ_LEARNING_RATE" not in resolve_compose({})["services"]["learner"]["environment"]

@@ -101,7 +101,12 @@ def test_an_actor_killed_mid_rollout_is_restarted_and_the_learner_keeps_training
         while len(r.hkeys(key)) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)  # the restarted actor reports under a new id
         assert len(r.hkeys(key)) >= 3, "killed actor was not restarted"
-        time.sleep(2)
+        # Training goes on: wait for the count to move (an event), not for a fixed time.
+        while (
+            json.loads(r.get(stats_key))["batches_accepted"] <= before
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.2)
         assert json.loads(r.get(stats_key))["batches_accepted"] > before
         output, _ = proc.communicate(timeout=120)
     finally:
@@ -283,3 +288,53 @@ def _running(pid: int) -> bool:
             return fh.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
+    """`ppomq actor` pointed at a running `ppomq train`: when the run ends, the weightserver
+    stays until that actor has heard it too, and the actor exits 0 (it used to hang in
+    send forever once the launcher had stopped the weightserver)."""
+    from ppomq.embedded_redis import free_port
+
+    rollout, weights = free_port(), free_port()
+    run_dir = tmp_path / "byhand"
+    train = subprocess.Popen(
+        [*PPOMQ, "train", "--run-id", "byhand", "--total-steps", "6000", "--run-dir",
+         str(run_dir), "--rollout-bind", f"tcp://127.0.0.1:{rollout}",
+         "--weightserver-bind", f"tcp://127.0.0.1:{weights}", *SMALL],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+    )  # fmt: skip
+    actor = subprocess.Popen(
+        [*PPOMQ, "actor", "--run-id", "byhand", "--env-id", "CartPole-v1", "--num-envs", "4",
+         "--num-steps", "32", "--actor-index", "7",
+         "--learner-addr", f"tcp://127.0.0.1:{rollout}",
+         "--weightserver-addr", f"tcp://127.0.0.1:{weights}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+    )  # fmt: skip
+    try:
+        train_out, _ = train.communicate(timeout=240)
+        assert train.returncode == 0, train_out
+        actor_out, _ = actor.communicate(timeout=60)  # hung forever before the fix
+        assert actor.returncode == 0, actor_out
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["actors"] == 3  # the hand-added actor's batches were trained on
+    finally:
+        for proc in (train, actor):
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_the_same_command_on_a_finished_run_changes_nothing(tmp_path):
+    run_dir = tmp_path / "again"
+    args = ["train", "--total-steps", "2000", "--run-dir", str(run_dir), *SMALL]
+    first = _run(args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    files = ("summary.json", "progress.csv", "episodes.csv", "checkpoints/ckpt.pt")
+    before = {f: (run_dir / f).read_bytes() for f in files}
+    again = _run(args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already reached its end" in again.stdout and "nothing to train" in again.stdout
+    assert {f: (run_dir / f).read_bytes() for f in files} == before
+    summary = json.loads(before["summary.json"])
+    last = (run_dir / "progress.csv").read_text().splitlines()[-1].split(",")[0]
+    assert summary["versions"] == int(last) and summary["learner_restarts"] == 0

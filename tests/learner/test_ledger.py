@@ -175,3 +175,16 @@ def test_10000_actor_ids_leave_the_loops_per_actor_state_within_the_cap(tmp_path
     assert loop.ledger.actors["honest"]["accepted"] == 4
     ckpt = loop.checkpoint()
     assert ckpt.stat().st_size < 200_000
+
+
+def test_surplus_batches_have_their_own_column_and_the_ledger_still_adds_up():
+    ledger = RolloutLedger()
+    for outcome in ("accepted", "surplus", "surplus", "stale", "duplicate", "header_not_msgpack"):
+        ledger.note("a", outcome, sent=6)
+    row = ledger.actors["a"]
+    assert row["surplus"] == 2 and ledger.totals["surplus"] == 2
+    assert row["invalid"] == {"header_not_msgpack": 1}
+    parts = row["accepted"] + row["stale"] + row["duplicates"] + row["surplus"]
+    assert row["received"] == parts + sum(row["invalid"].values()) == 6
+    assert ledger.rejected(row) == 3  # surplus is not a rejection
+    assert ledger.totals_view()["rejected"] == 3

@@ -346,3 +346,57 @@ def test_a_failing_final_evaluation_still_writes_the_summary(tmp_path, redis_url
     assert summary["final_eval_return"] is None
     assert (tmp_path / "final_weights.pt").exists()
     assert "final evaluation failed" in caplog.text
+
+
+@pytest.mark.parametrize("actors", [1, 2, 4])
+def test_update_size_is_the_setting_whatever_number_of_actors_is_live(tmp_path, redis_url, actors):
+    # Run-ahead actors (batches_per_version 0): every update is batch_samples (4 batches
+    # of 16) whether 1, 2 or 4 actors send them; more actors only fill it sooner.
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=actors, batch_samples=64, batches_per_version=0
+    )
+    ids = [f"actor-{i}" for i in range(actors)]
+    for seq in range(8):
+        batches.put(_sample(runner, inference, ids[seq % actors], 5, seq))
+    sizes = []
+    for _ in range(2):
+        assert loop.step(WarmStop())
+        sizes.append(loop.last_stats["charts/samples"])
+    assert sizes == [64, 64]
+    assert batches.empty() and loop.gate.accepted == 8
+
+
+def test_lock_step_actors_beyond_the_update_size_wait_for_the_next_update(tmp_path, redis_url):
+    # 4 live lock-step actors, updates of 2 batches: the update does not grow with them;
+    # the other two batches are the next update's (one version old, still admissible).
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=2, batches_per_version=1, max_staleness=2
+    )
+    assert loop.update_samples == 2 * 2 * 8  # --actors x --num-envs x --num-steps
+    for seq, actor in enumerate("abcd"):
+        batches.put(_sample(runner, inference, actor, 5, seq))
+    assert loop.step(WarmStop())
+    assert loop.last_stats["charts/samples"] == 32 and loop.version == 6
+    assert loop.step(WarmStop())
+    assert loop.last_stats["charts/samples"] == 32 and loop.gate.accepted == 4
+
+
+def test_lock_step_update_trains_once_every_live_actor_has_sent_its_quota(tmp_path, redis_url):
+    # One live actor that may send one batch per version cannot fill a 4-batch update:
+    # the learner trains on it once the discovery window is over, without a timeout.
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=1, batch_samples=64, batches_per_version=1,
+        actor_timeout_s=30.0,
+    )  # fmt: skip
+    batches.put(_sample(runner, inference, "a", 5, 0))
+    assert loop.step(WarmStop())  # the hint is 1: the quorum is this actor
+    assert loop.last_stats["charts/samples"] == 16
+
+
+def test_published_weights_tell_actors_how_far_they_may_run_ahead(tmp_path, redis_url):
+    from ppomq.learner.loop import actor_config
+
+    loop, *_ = _setup(tmp_path, redis_url, batches_per_version=3)
+    assert actor_config(loop.s) == {"batches_per_version": 3}
+    loop, *_ = _setup(tmp_path / "sync", redis_url, batches_per_version=3, mode="sync")
+    assert actor_config(loop.s) == {"batches_per_version": 1}

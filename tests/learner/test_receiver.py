@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ppomq.embedded_redis import free_port
-from ppomq.learner.receiver import BatchReceiver, RejectBudget
+from ppomq.learner.receiver import BatchQueue, BatchReceiver, RejectBudget
 from ppomq.proto import encode
 from ppomq.transport import RolloutReceiver, RolloutSender
 from tests.proto.factory import make_batch, make_spec
@@ -89,3 +89,99 @@ def test_a_stale_batch_is_refused_at_the_door_and_counted_as_the_loop_would():
     finally:
         receiver.stop()
         receiver.join(timeout=5)
+
+
+def _wait_for(predicate, timeout_s: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("drop_oldest", [True, False])
+def test_a_full_queue_drops_its_oldest_batch_in_async_mode_and_blocks_in_sync_mode(drop_oldest):
+    """Async (drop_oldest): with the queue full, each new batch pushes the oldest queued one
+    out, counted as surplus (batches, env steps, its sender for the ledger): what is left
+    is the newest. Sync: the thread stops reading instead (backpressure), losing nothing."""
+    spec = make_spec()
+    addr = f"tcp://127.0.0.1:{free_port()}"
+    out: queue.Queue = BatchQueue(maxsize=2)
+    receiver = BatchReceiver(make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out,
+                             drop_oldest=drop_oldest)  # fmt: skip
+    rng = np.random.default_rng(0)
+    batches = [make_batch(spec, rng, actor_id="a", seq=i) for i in range(5)]
+    for i, b in enumerate(batches):
+        b.sent = i + 1
+    receiver.start()
+    assert receiver.ready.wait(10)
+    try:
+        with RolloutSender(addr) as sender:
+            for b in batches:
+                assert sender.send(encode(b), timeout_ms=10_000)
+            if drop_oldest:
+                _wait_for(lambda: receiver.surplus_dropped()[0] == 3)
+                steps = batches[0].num_steps * batches[0].num_envs
+                assert receiver.surplus_dropped() == (3, 3 * steps)
+                assert receiver.drain_attributed() == [("a", "surplus", i) for i in (1, 2, 3)]
+                assert [out.get_nowait().seq for _ in range(2)] == [3, 4]  # the newest
+            else:
+                _wait_for(lambda: out.full())
+                got = [out.get(timeout=30).seq for _ in range(5)]
+                assert got == [0, 1, 2, 3, 4]  # nothing lost: the rest waited in the socket
+                assert receiver.surplus_dropped() == (0, 0)
+            assert receiver.snapshot() == (5, {})
+    finally:
+        receiver.stop()
+        receiver.join(timeout=5)
+
+
+def test_a_full_batch_queue_evicts_from_the_actor_with_the_most_batches_queued():
+    spec = make_spec()
+    rng = np.random.default_rng(0)
+    q = BatchQueue(maxsize=4)
+    batches = [make_batch(spec, rng, actor_id=a, seq=i) for i, a in enumerate("hffh")]
+    for b in batches:
+        assert q.put_evicting(b) is None
+    # Full: the flooder "f" has as many queued as "h", so the oldest of all goes ("h"
+    # seq 0); then "f" has the most and loses its own oldest, never the honest one's.
+    evicted = q.put_evicting(make_batch(spec, rng, actor_id="f", seq=4))
+    assert (evicted.actor_id, evicted.seq) == ("h", 0)
+    evicted = q.put_evicting(make_batch(spec, rng, actor_id="f", seq=5))
+    assert (evicted.actor_id, evicted.seq) == ("f", 1)
+    assert [(b.actor_id, b.seq) for b in q.queue] == [("f", 2), ("h", 3), ("f", 4), ("f", 5)]
+    assert q.get_nowait().seq == 2  # still a FIFO for the loop
+
+
+def test_a_batch_of_a_version_not_yet_published_is_refused_at_the_door():
+    spec = make_spec()
+    addr = f"tcp://127.0.0.1:{free_port()}"
+    out: queue.Queue = BatchQueue(maxsize=4)
+    receiver = BatchReceiver(make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out,
+                             drop_oldest=True)  # fmt: skip
+    receiver.future_above = 7
+    rng = np.random.default_rng(0)
+    future = make_batch(spec, rng, actor_id="forger", seq=0)
+    future.policy_version, future.sent = 8, 1
+    current = make_batch(spec, rng, actor_id="honest", seq=0)
+    current.policy_version = 7
+    receiver.start()
+    assert receiver.ready.wait(10)
+    try:
+        with RolloutSender(addr) as sender:
+            assert sender.send(encode(future), timeout_ms=10_000)
+            assert sender.send(encode(current), timeout_ms=10_000)
+            assert out.get(timeout=30).actor_id == "honest"
+        assert out.empty()
+        assert receiver.snapshot() == (1, {"future_version": 1})  # 1 valid: the honest one
+        assert receiver.drain_attributed() == [("forger", "future_version", 1)]
+    finally:
+        receiver.stop()
+        receiver.join(timeout=5)
+
+
+def test_drop_oldest_needs_a_batch_queue():
+    with pytest.raises(TypeError, match="BatchQueue"):
+        BatchReceiver(make_socket=lambda: None, spec=make_spec(), out=queue.Queue(),
+                      drop_oldest=True)  # fmt: skip

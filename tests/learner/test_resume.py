@@ -157,3 +157,23 @@ def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(tmp_path
     text = str(refused.value)
     assert str(path) in text and "\n" not in text
     assert "arbitrary code" in text and "move it away" in text
+
+
+def test_a_finished_run_whose_end_is_already_reached_resumes_to_nothing(tmp_path, redis_url):
+    # The same command again: no new version, not a restart, nothing to publish.
+    loop, *_ = _trained_loop(tmp_path, redis_url)
+    loop.finished = True
+    loop.checkpoint()
+    loop.recorder.close()
+    ckpt = load_checkpoint(str(tmp_path))
+
+    ended = _fresh_loop(tmp_path, redis_url)
+    ended.s = ended.s.model_copy(update={"total_steps": loop.env_steps})
+    assert resume(ended, ckpt) is False
+    assert ended.version == loop.version and ended.restarts == loop.restarts == 0
+    ended.recorder.close()
+
+    more = _fresh_loop(tmp_path, redis_url)  # a higher --total-steps: it goes on
+    more.s = more.s.model_copy(update={"total_steps": loop.env_steps + 1})
+    assert resume(more, ckpt) is True
+    assert more.version == loop.version + 1 and more.restarts == 1

@@ -29,6 +29,10 @@ DEFAULT_FORGET_AFTER_S = 60.0
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
+def _dash(value: Any) -> Any:
+    return "-" if value is None else value
+
+
 def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str, Any] | None:
     """One actor's row, or None when the field cannot be read (a learner of another
     release, a hand-edited key): one bad field must not hide every other actor."""
@@ -38,14 +42,18 @@ def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str,
         return {
             "actor_id": actor_id,
             "last_seen_s_ago": round(now - float(a["last_seen"]), 1),
-            "policy_version": int(a["policy_version"]),
-            "policy_age": version - int(a["policy_version"]),
+            # None: no batch of this actor got past the door (its ledger row says why).
+            "policy_version": None if a["policy_version"] is None else int(a["policy_version"]),
+            "policy_age": None
+            if a["policy_version"] is None
+            else version - int(a["policy_version"]),
             "batches": int(a["batches"]),
             "env_steps": int(a["env_steps"]),
             # The rollout ledger's row (a learner of an older release writes none).
             "sent": led.get("sent"),
             "received": int(led.get("received", 0)),
             "accepted": int(led.get("accepted", 0)),
+            "surplus": int(led.get("surplus", 0)),
             "rejected": int(led.get("stale", 0))
             + int(led.get("duplicates", 0))
             + sum(int(n) for n in (led.get("invalid") or {}).values()),
@@ -154,7 +162,8 @@ def _run(args: argparse.Namespace) -> int:
     if ledger:
         print(
             f"ledger: sent {ledger['sent']:,}, received {ledger['received']:,} (accepted "
-            f"{ledger['accepted']:,}, rejected {ledger['rejected']:,}: stale {ledger['stale']:,}, "
+            f"{ledger['accepted']:,}, surplus {ledger.get('surplus', 0):,}, rejected "
+            f"{ledger['rejected']:,}: stale {ledger['stale']:,}, "
             f"duplicates {ledger['duplicates']:,}, invalid {ledger['invalid'] or 'none'}), "
             f"lost in flight {ledger['lost_in_flight']:,} (actor killed mid-send, partition, "
             "learner restart)"
@@ -170,12 +179,12 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"{len(status['actors'])} live actor(s)")
     print_table(
-        ["actor", "last seen", "policy v", "age", "batches", "sent", "accepted", "rejected",
-         "lost"],
+        ["actor", "last seen", "policy v", "age", "batches", "sent", "accepted", "surplus",
+         "rejected", "lost"],
         [
-            [a["actor_id"], f"{a['last_seen_s_ago']:.1f} s", a["policy_version"],
-             a["policy_age"], a["batches"], "-" if a["sent"] is None else a["sent"],
-             a["accepted"], a["rejected"], a["lost_in_flight"]]
+            [a["actor_id"], f"{a['last_seen_s_ago']:.1f} s", _dash(a["policy_version"]),
+             _dash(a["policy_age"]), a["batches"], "-" if a["sent"] is None else a["sent"],
+             a["accepted"], a["surplus"], a["rejected"], a["lost_in_flight"]]
             for a in status["actors"]
         ],
         right={1, 2, 3, 4, 5, 6, 7, 8},

@@ -69,6 +69,14 @@ class _Shutdown:
         timeline: Timeline | None = getattr(self, "timeline", None)
         mark = timeline.mark if timeline is not None else (lambda _phase: None)
         mark("stop")
+        # The learner ended the run itself (exit 0 before any signal of ours): the
+        # weightserver then tells every actor that asks, those added by hand included, and
+        # exits by itself once they have heard; stopping it now would leave those waiting.
+        finished = (
+            self.learner is not None
+            and self.learner.proc is not None
+            and self.learner.proc.exitcode == 0
+        )
         if self.learner is not None:
             self.learner.terminate()
             self.learner_signalled = True
@@ -76,10 +84,17 @@ class _Shutdown:
                 self.learner.terminate()  # the second Ctrl-C came before the first reached it
             self._wait(self.learner, STOP_GRACE_S + 60)  # the final evaluation runs in it
             mark("learner exited")
+        telling = [c for c in self.children if finished and c.name == "weightserver"]
         for child in self.children:
-            child.terminate()
+            if child not in telling:
+                child.terminate()
             if timeline is not None:  # each exit marked as it happens: who holds the stop up
                 timeline.watch_exit(f"{child.name} exited", child.proc)
+        if telling:
+            from ..weightserver.server import FINISH_GRACE_S
+
+            for child in telling:
+                self._wait(child, FINISH_GRACE_S + 1.0)  # it exits by itself in its grace
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
             self._wait(child, deadline - time.monotonic())

@@ -5,13 +5,27 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from pathlib import Path
 
 from ..errors import UserError
+from ..rundir import FINISHED_FILE
 from ..settings import TrainSettings
 from .dataplane import describe_data_plane
 from .progress import Progress, _summary_text
 from .shutdown import _StopSignals, _Terminated
 from .supervisor import Launcher
+
+
+def _end_already_reached(settings: TrainSettings, run_dir: Path) -> dict | None:
+    """The finished run's summary when --total-steps is one it has already reached."""
+    if not settings.total_steps or not (run_dir / FINISHED_FILE).exists():
+        return None
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        reached = int(summary["total_env_steps"]) >= settings.total_steps
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no readable summary: the learner decides
+    return summary if reached else None
 
 
 def run_train(settings: TrainSettings) -> int:
@@ -22,6 +36,16 @@ def run_train(settings: TrainSettings) -> int:
         f"run dir {launcher.run_dir}; {data_plane}",
         flush=True,
     )
+    done = _end_already_reached(settings, launcher.run_dir)
+    if done is not None:  # the same command again: start nothing, change nothing
+        print(
+            f"the run already reached its end ({done['total_env_steps']:,} env steps of "
+            f"--total-steps {settings.total_steps:,}): nothing to train; raise --total-steps "
+            "to go on with it",
+            flush=True,
+        )
+        print(_summary_text(done, launcher.run_dir), flush=True)
+        return 0
     interrupted = False
     code = 1
     _StopSignals(launcher).install()

@@ -142,8 +142,17 @@ class PPOSettings(_Group):
     batch_samples: int = Field(
         0,
         ge=0,
-        description="Samples (steps x envs) per PPO update in async mode; 0: one batch per "
-        "actor (actors x num_steps x num_envs), what actors send per version.",
+        description="Samples (steps x envs) per PPO update in async mode, whatever number "
+        "of actors is live: whole batches until at least this many; 0: --actors x "
+        "--num-envs x --num-steps, fixed at the start (the configured actors, not the live "
+        "ones). Sync mode takes one batch from each live actor.",
+    )
+    batches_per_version: int = Field(
+        1,
+        ge=0,
+        description="Batches an actor sends per policy version before it waits for a newer "
+        "one (flow control: bounds staleness and waste); 0: never wait (run ahead). Set on "
+        "the learner; actors follow it through the weights header. Sync mode uses 1.",
     )
     actor_timeout_s: float = Field(
         3.0,
@@ -367,12 +376,6 @@ class ActorLoopSettings(_Group):
         "ppomq/envpool_backend.py. Evaluation always uses gymnasium.",
     )
     weights_timeout_ms: int = Field(2000, ge=1, description="Weightserver request timeout.")
-    batches_per_version: int = Field(
-        1,
-        ge=0,
-        description="Batches an actor sends per policy version before it waits for a newer "
-        "one (flow control: bounds staleness and waste); 0: never wait. Sync mode uses 1.",
-    )
     resend_after_s: float = Field(
         5.0,
         gt=0,
