@@ -19,6 +19,11 @@ from .cli import clean_env as _env
 
 pytestmark = pytest.mark.slow
 
+# The greedy return this 6,000-step CartPole run's policy reaches (46 and 52.5 on the two
+# evaluations here, run after run): twice what acting at random averages (about 22); a policy
+# that always pushes the same way scores about 9.
+TRAINED_CARTPOLE = 40.0
+
 
 def _run(args: list[str], timeout: float = 240, **kw) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -42,7 +47,8 @@ def test_train_runs_to_total_steps_and_leaves_a_complete_run_dir(tmp_path):
     # The actors that trained, counted from accepted batches (not the --actors hint).
     assert summary["actors"] == 2 and summary["actors_hint"] == 2
     assert all(a["accepted"] > 0 for a in summary["actors_seen"].values())
-    assert summary["final_eval_return"] > 0
+    # Trained, not just run (TRAINED_CARTPOLE).
+    assert summary["final_eval_return"] >= TRAINED_CARTPOLE
     for name in ("settings.json", "episodes.csv", "progress.csv", "final_weights.pt",
                  "learning_curve.png", "checkpoints/ckpt.pt"):  # fmt: skip
         assert (run_dir / name).exists(), name
@@ -57,7 +63,7 @@ def test_train_runs_to_total_steps_and_leaves_a_complete_run_dir(tmp_path):
 
     ev = _run(["eval", "--run-dir", str(run_dir), "--episodes", "2", "--json"])
     assert ev.returncode == 0, ev.stderr
-    assert json.loads(ev.stdout)["mean_return"] > 0
+    assert json.loads(ev.stdout)["mean_return"] >= TRAINED_CARTPOLE
 
 
 def test_sync_mode_trains_on_one_fresh_batch_per_actor_per_version(tmp_path):
