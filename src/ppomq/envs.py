@@ -38,7 +38,7 @@ def check_env_id(env_id: str) -> None:
                 "check the module name and that it is on PYTHONPATH"
             ) from None
     if env_id not in gym.envs.registry:
-        _register_atari(env_id)
+        _register_lazily(env_id)
     if env_id not in gym.envs.registry:
         close = [k for k in gym.envs.registry if k.lower().startswith(env_id.split("-")[0].lower())]
         hint = f" Did you mean {', '.join(sorted(close)[:3])}?" if close else ""
@@ -84,6 +84,17 @@ def make_vector_env(
     return envs
 
 
+def _register_lazily(env_id: str) -> None:
+    """Ids registered on first use, not at import (import time is start-up time): ppomq's
+    own (ppomq.memory_envs), and ale-py's."""
+    if env_id.rpartition(":")[2].startswith("ppomq/"):
+        from .memory_envs import register_memory_envs
+
+        register_memory_envs()
+        return
+    _register_atari(env_id)
+
+
 def _register_atari(env_id: str) -> None:
     """Register ale-py's ids in this process (Gymnasium does not import ale-py itself); an
     Atari id without ale-py installed is a one-line UsageError naming the extra."""
@@ -105,7 +116,7 @@ def make_env(env_id: str, *, training: bool = False, **kwargs: Any) -> Any:
     from gymnasium.error import DependencyNotInstalled
 
     if env_id not in gym.envs.registry:
-        _register_atari(env_id)  # spawned vector-env workers come here first
+        _register_lazily(env_id)  # spawned vector-env workers come here first
     try:
         from .atari import is_atari, make_atari
 
