@@ -20,7 +20,7 @@ import numpy as np
 from .errors import DecodeError, Reason
 from .rollout import ALLOWED_DTYPES, MAX_DIM, MAX_ID_LEN, MAX_RANK, WIRE_DTYPES, parse_schema
 
-WEIGHTS_SCHEMA = "ppomq.weights/1.2"
+WEIGHTS_SCHEMA = "ppomq.weights/1.3"
 WEIGHTS_FAMILY = "ppomq.weights"
 WEIGHTS_MAJOR, WEIGHTS_MINOR = 1, 0
 ALIGNMENT = 64

@@ -142,7 +142,7 @@ def test_blob_over_the_cap_is_oversize_before_anything_is_hashed():
 
 def test_newer_minor_with_unknown_keys_is_accepted():
     def change(doc):
-        doc.update(schema="ppomq.weights/1.3", future={"x": 1})
+        doc.update(schema="ppomq.weights/1.9", future={"x": 1})
         doc["tensors"][0]["future"] = True
 
     frames = _with_header(change)

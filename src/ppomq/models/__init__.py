@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .cnn import NatureCNN
+from .lstm import LSTMActorCritic
 from .mlp import MLPActorCritic
 from .spec import COMMON_KEYS, ModelSpecError, model_spec_for
 
@@ -48,7 +49,11 @@ class InferencePolicy(Protocol):
         ...
 
 
-_REGISTRY: dict[str, type[nn.Module]] = {"mlp": MLPActorCritic, "nature-cnn": NatureCNN}
+_REGISTRY: dict[str, type[nn.Module]] = {
+    "mlp": MLPActorCritic,
+    "nature-cnn": NatureCNN,
+    "lstm": LSTMActorCritic,
+}
 
 
 def register_model(arch: str, cls: type[nn.Module]) -> None:

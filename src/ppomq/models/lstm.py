@@ -1,0 +1,204 @@
+"""`arch: "lstm"`: an encoder, one LSTM layer, and a policy and a value head on its output:
+CleanRL's ppo_atari_lstm.py layout (a trunk shared by both heads), with either encoder:
+
+- `encoder: "mlp"` for vector observations: Linear + activation layers of `hidden` sizes
+  (the MLP arch's hidden layers, orthogonal gain sqrt 2), its last layer's output the
+  features (the observations themselves when `hidden` is empty); optional `obs_norm`;
+- `encoder: "nature-cnn"` for pixels: the Nature CNN's trunk (nature-cnn's `conv` and `fc`,
+  512 features, pixels scaled by 1/255 inside).
+
+Recurrent state: (h, c), each [B, lstm_size], carried per env from step to step and from
+rollout to rollout, and set to zeros where an episode starts (before the step's input goes
+in, as CleanRL multiplies it by 1 - done). On the wire it is `hidden_state` [N, 2,
+lstm_size] (h then c), the state at step 0 of a batch (proto/ROLLOUT.md); within a batch an
+episode starts at t > 0 where step t - 1 terminated or was truncated. proto/WEIGHTS.md
+specifies the network tensor by tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .cnn import CONVS, FEATURES, SCALE, conv_out
+from .cnn import check_spec as check_cnn_spec
+from .distributions import ActionDistribution, distribution_for
+from .mlp import ACTIVATIONS
+from .mlp import check_spec as check_mlp_spec
+from .obs_norm import ObsNormalizer
+from .spec import ModelSpecError
+
+ENCODERS = ("mlp", "nature-cnn")
+State = tuple[Tensor, Tensor]  # (h, c), each [B, lstm_size]
+
+
+def check_spec(spec: dict[str, Any]) -> None:
+    encoder = spec.get("encoder")
+    if encoder not in ENCODERS:
+        raise ModelSpecError(f"lstm encoder {encoder!r} is not one of {', '.join(ENCODERS)}")
+    size = spec.get("lstm_size")
+    if type(size) is not int or size < 1:
+        raise ModelSpecError(f"lstm_size must be an int >= 1, not {size!r}")
+    if encoder == "mlp":
+        check_mlp_spec(spec)
+    else:
+        check_cnn_spec(spec)
+
+
+def _init(layer: nn.Module, gain: float) -> nn.Module:
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.constant_(layer.bias, 0.0)
+    return layer
+
+
+class LSTMActorCritic(nn.Module):
+    """Tensors: the encoder's (`enc.{i}.weight|bias` for mlp; `conv.{0,1,2}`, `fc` for
+    nature-cnn), `lstm.weight_ih_l0|weight_hh_l0|bias_ih_l0|bias_hh_l0` (torch's LSTM
+    layout, gates i, f, g, o), `pi.weight|bias`, `v.weight|bias`, `log_std` (Gaussian
+    actions only), `obs_norm.mean|var|count` (mlp encoder with obs_norm)."""
+
+    recurrent = True
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__()
+        check_spec(spec)
+        self.spec = dict(spec)
+        self.encoder = str(spec["encoder"])
+        self.obs_shape = tuple(int(d) for d in spec["obs_shape"])
+        self.dist: ActionDistribution = distribution_for(spec["action"])
+        self.discrete = self.dist.discrete
+        self.lstm_size = int(spec["lstm_size"])
+        self.obs_norm: ObsNormalizer | None = None
+        if self.encoder == "mlp":
+            self._act = ACTIVATIONS[str(spec["activation"])]
+            n_in = math.prod(self.obs_shape)
+            norm = spec.get("obs_norm")
+            if norm:
+                self.obs_norm = ObsNormalizer(n_in, clip=norm["clip"], epsilon=norm["epsilon"])
+            sizes = [n_in, *spec["hidden"]]
+            self.enc = nn.ModuleList(
+                [_init(nn.Linear(a, b), math.sqrt(2)) for a, b in pairwise(sizes)]
+            )
+            n_features = sizes[-1]
+        else:
+            channels, height, width = self.obs_shape
+            convs = []
+            for out, kernel, stride in CONVS:
+                convs.append(_init(nn.Conv2d(channels, out, kernel, stride), math.sqrt(2)))
+                channels = out
+            self.conv = nn.ModuleList(convs)
+            flat = channels * conv_out(height) * conv_out(width)
+            self.fc = _init(nn.Linear(flat, FEATURES), math.sqrt(2))
+            n_features = FEATURES
+        self.lstm = nn.LSTM(n_features, self.lstm_size)
+        for name, param in self.lstm.named_parameters():  # CleanRL's ppo_atari_lstm init
+            if "bias" in name:
+                nn.init.constant_(param, 0.0)
+            else:
+                nn.init.orthogonal_(param, 1.0)
+        n_out = self.dist.n if self.discrete else self.dist.dim
+        self.pi = _init(nn.Linear(self.lstm_size, n_out), 0.01)
+        self.v = _init(nn.Linear(self.lstm_size, 1), 1.0)
+        if not self.discrete:
+            self.log_std = nn.Parameter(torch.zeros(n_out))
+
+    # -- shapes ------------------------------------------------------------------------
+    @property
+    def state_shape(self) -> tuple[int, int]:
+        """The per-env recurrent state on the wire: (h, c) stacked, [2, lstm_size]."""
+        return (2, self.lstm_size)
+
+    def initial_state(self, batch: int) -> State:
+        w = self.pi.weight
+        zeros = torch.zeros(batch, self.lstm_size, dtype=w.dtype, device=w.device)
+        return zeros, zeros.clone()
+
+    @staticmethod
+    def state_to_wire(state: State) -> np.ndarray:
+        """(h, c) -> float32 [B, 2, lstm_size]."""
+        return torch.stack(state, dim=1).detach().cpu().float().numpy()
+
+    def state_from_wire(self, array: np.ndarray | Tensor) -> State:
+        t = torch.as_tensor(array, dtype=self.pi.weight.dtype, device=self.pi.weight.device)
+        return t[:, 0].contiguous(), t[:, 1].contiguous()
+
+    # -- the network -------------------------------------------------------------------
+    def preprocess(self, obs: Tensor) -> Tensor:
+        """Raw observations [B, *obs_shape] -> the encoder's input (as the arch of its
+        encoder does: mlp flattens to float and normalizes; nature-cnn keeps uint8)."""
+        if tuple(obs.shape[1:]) != self.obs_shape:
+            raise ModelSpecError(
+                f"lstm built for observations {self.obs_shape}, got {tuple(obs.shape[1:])}"
+            )
+        if self.encoder == "nature-cnn":
+            return obs
+        x = obs.flatten(1)
+        if x.dtype != self.pi.weight.dtype:
+            x = x.to(self.pi.weight.dtype)
+        return self.obs_norm(x) if self.obs_norm is not None else x
+
+    def features(self, x: Tensor) -> Tensor:
+        """Preprocessed inputs [B, ...] -> encoder features [B, F]."""
+        if self.encoder == "nature-cnn":
+            x = x.to(self.fc.weight.dtype) / SCALE
+            for conv in self.conv:
+                x = torch.relu(conv(x))
+            return torch.relu(self.fc(x.flatten(1)))
+        for layer in self.enc:
+            x = self._act(layer(x))
+        return x
+
+    def core(self, feats: Tensor, starts: Tensor, state: State) -> tuple[Tensor, State]:
+        """The LSTM over features [T, B, F] from `state`, zeroed at each `starts` [T, B]
+        (True: an episode starts at that step) -> outputs [T, B, H], final state."""
+        h, c = state
+        outs = []
+        for t in range(feats.shape[0]):
+            keep = (~starts[t]).to(h.dtype).unsqueeze(-1)  # [B, 1]
+            out, (h1, c1) = self.lstm(feats[t : t + 1], ((h * keep)[None], (c * keep)[None]))
+            h, c = h1[0], c1[0]
+            outs.append(out[0])
+        return torch.stack(outs), (h, c)
+
+    def head_of(self, pi_out: Tensor) -> Any:
+        return pi_out if self.discrete else (pi_out, self.log_std)
+
+    def forward_sequence(
+        self, x: Tensor, starts: Tensor, state: State
+    ) -> tuple[Any, Tensor, State]:
+        """Preprocessed inputs [T, B, ...] -> (distribution parameters [T, B, ...],
+        values [T, B], final state)."""
+        steps, batch = x.shape[:2]
+        feats = self.features(x.reshape(steps * batch, *x.shape[2:]))
+        out, final = self.core(feats.reshape(steps, batch, -1), starts, state)
+        return self.head_of(self.pi(out)), self.v(out).squeeze(-1), final
+
+    def evaluate_sequence(
+        self, x: Tensor, actions: Tensor, starts: Tensor, state: State
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """(logp of `actions`, entropy, value), each [T, B], with grad: the learner's
+        objective over whole sequences, the state recomputed from the batch's first."""
+        head, value, _ = self.forward_sequence(x, starts, state)
+        flat_head = (
+            head.reshape(-1, head.shape[-1])
+            if self.discrete
+            else (head[0].reshape(-1, head[0].shape[-1]), head[1])
+        )
+        flat_actions = actions.reshape(-1) if self.discrete else actions.reshape(-1, self.dist.dim)
+        logp, entropy = self.dist.log_prob_entropy(flat_head, flat_actions)
+        return logp.reshape(value.shape), entropy.reshape(value.shape), value
+
+    @torch.no_grad()
+    def act(
+        self, obs: Tensor, starts: Tensor, state: State
+    ) -> tuple[Tensor, Tensor, Tensor, State]:
+        """One step for a batch of envs: (action, logp, value, next state)."""
+        head, value, final = self.forward_sequence(self.preprocess(obs)[None], starts[None], state)
+        head = head[0] if self.discrete else (head[0][0], head[1])
+        action, logp = self.dist.sample(head)
+        return action, logp, value[0], final

@@ -1,0 +1,116 @@
+"""arch lstm: one sequence pass equals stepping with the state carried, episode starts reset
+the state, both encoders build from their specs, and bad specs are one-line errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ppomq.models import ModelSpecError, build_model
+
+MLP = {"arch": "lstm", "encoder": "mlp", "obs_shape": [3], "action": {"kind": "categorical",
+       "n": 2}, "hidden": [16], "activation": "tanh", "obs_norm": None, "lstm_size": 8}  # fmt: skip
+CNN = {"arch": "lstm", "encoder": "nature-cnn", "obs_shape": [4, 36, 36],
+       "action": {"kind": "categorical", "n": 3}, "lstm_size": 8}  # fmt: skip
+GAUSS = dict(MLP, action={"kind": "gaussian", "shape": [2]})
+
+
+def _rollout(model, obs, starts, actions):
+    """Step by step as an actor does: state carried, reset where an episode starts."""
+    state = model.initial_state(obs.shape[1])
+    logps, values = [], []
+    for t in range(obs.shape[0]):
+        head, value, state = model.forward_sequence(
+            model.preprocess(obs[t])[None], starts[t][None], state
+        )
+        logp, _ = model.dist.log_prob_entropy(
+            head[0] if model.discrete else (head[0][0], head[1]), actions[t]
+        )
+        logps.append(logp)
+        values.append(value[0])
+    return torch.stack(logps), torch.stack(values), state
+
+
+@pytest.mark.parametrize("spec", [MLP, CNN, GAUSS], ids=["mlp", "cnn", "gaussian"])
+def test_one_sequence_pass_equals_stepping_with_the_state_carried(spec):
+    torch.manual_seed(0)
+    model = build_model(spec)
+    steps, batch = 7, 3
+    if spec["encoder"] == "mlp":
+        obs = torch.randn(steps, batch, *spec["obs_shape"])
+    else:
+        obs = torch.randint(0, 256, (steps, batch, *spec["obs_shape"]), dtype=torch.uint8)
+    starts = torch.zeros(steps, batch, dtype=torch.bool)
+    starts[3, 1] = starts[5, 0] = True
+    if model.discrete:
+        actions = torch.randint(0, spec["action"]["n"], (steps, batch))
+    else:
+        actions = torch.randn(steps, batch, 2)
+    ref_logp, ref_value, ref_state = _rollout(model, obs, starts, actions)
+    x = model.preprocess(obs.reshape(steps * batch, *obs.shape[2:])).reshape(steps, batch, -1)
+    if spec["encoder"] == "nature-cnn":
+        x = x.reshape(steps, batch, *spec["obs_shape"])
+    logp, entropy, value = model.evaluate_sequence(x, actions, starts, model.initial_state(batch))
+    torch.testing.assert_close(logp, ref_logp)
+    torch.testing.assert_close(value, ref_value)
+    assert entropy.shape == (steps, batch)
+    _, _, final = model.forward_sequence(x, starts, model.initial_state(batch))
+    torch.testing.assert_close(final[0], ref_state[0])
+    torch.testing.assert_close(final[1], ref_state[1])
+    logp.sum().backward()  # the learner's path differentiates through the whole sequence
+    assert model.lstm.weight_hh_l0.grad is not None
+
+
+def test_an_episode_start_forgets_everything_before_it():
+    torch.manual_seed(1)
+    model = build_model(MLP)
+    obs = torch.randn(6, 2, 3)
+    starts = torch.zeros(6, 2, dtype=torch.bool)
+    starts[3] = True  # both envs start a new episode at t = 3
+    actions = torch.zeros(6, 2, dtype=torch.long)
+    other = obs.clone()
+    other[:3] = torch.randn(3, 2, 3) * 10  # a different past
+    a, _, _ = _rollout(model, obs, starts, actions)
+    b, _, _ = _rollout(model, other, starts, actions)
+    torch.testing.assert_close(a[3:], b[3:])  # the new episode does not see the old one
+    assert not torch.allclose(a[:3], b[:3])
+    c, _, _ = _rollout(model, other, torch.zeros_like(starts), actions)
+    assert not torch.allclose(c[3:], a[3:])  # without the start, the past leaks in
+
+
+def test_the_state_goes_through_the_wire_layout_unchanged():
+    model = build_model(MLP)
+    state = (torch.randn(4, 8), torch.randn(4, 8))
+    wire = model.state_to_wire(state)
+    assert wire.shape == (4, *model.state_shape) == (4, 2, 8) and wire.dtype == np.float32
+    back = model.state_from_wire(wire)
+    torch.testing.assert_close(back[0], state[0])
+    torch.testing.assert_close(back[1], state[1])
+
+
+def test_act_samples_one_step_and_returns_the_next_state():
+    torch.manual_seed(2)
+    model = build_model(MLP)
+    state = model.initial_state(5)
+    action, logp, value, nxt = model.act(torch.randn(5, 3), torch.ones(5, dtype=torch.bool), state)
+    assert action.shape == logp.shape == value.shape == (5,)
+    assert nxt[0].shape == nxt[1].shape == (5, 8) and not torch.equal(nxt[0], state[0])
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"encoder": "gru"}, "encoder"),
+        ({"lstm_size": 0}, "lstm_size"),
+        ({"activation": "gelu"}, "activation"),
+    ],
+)
+def test_a_bad_lstm_spec_is_a_one_line_error(change, message):
+    with pytest.raises(ModelSpecError, match=message):
+        build_model(dict(MLP, **change))
+
+
+def test_the_cnn_encoder_refuses_observations_too_small_for_its_convolutions():
+    with pytest.raises(ModelSpecError, match="nature-cnn"):
+        build_model(dict(CNN, obs_shape=[4, 20, 20]))
