@@ -114,3 +114,30 @@ def test_a_bad_lstm_spec_is_a_one_line_error(change, message):
 def test_the_cnn_encoder_refuses_observations_too_small_for_its_convolutions():
     with pytest.raises(ModelSpecError, match="nature-cnn"):
         build_model(dict(CNN, obs_shape=[4, 20, 20]))
+
+
+def test_inference_steps_like_the_module_and_ignores_later_weight_changes():
+    torch.manual_seed(3)
+    model = build_model(MLP)
+    fast = model.inference()
+    obs = np.random.default_rng(0).normal(size=(4, 5, 3)).astype(np.float32)
+    starts = np.zeros((4, 5), dtype=bool)
+    starts[2, 3] = True
+    state = fast.initial_state(5)
+    mod_state = model.initial_state(5)
+    for t in range(4):
+        value = fast.value(obs[t], starts[t], state)
+        _, _, value_act, state = fast.act(obs[t], starts[t], state)
+        np.testing.assert_allclose(value, value_act, rtol=1e-6)
+        _, ref_value, mod_state = model.forward_sequence(
+            torch.from_numpy(obs[t])[None], torch.from_numpy(starts[t])[None], mod_state
+        )
+        np.testing.assert_allclose(value_act, ref_value[0].detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(state, model.state_to_wire(mod_state), rtol=1e-5, atol=1e-6)
+    action, nxt = fast.greedy(obs[0], starts[0], state)
+    assert action.shape == (5,) and nxt.shape == (5, 2, 8)
+    before = fast.value(obs[0], starts[0], state)
+    with torch.no_grad():
+        model.v.weight.add_(1.0)  # a newer version loaded into the module
+    np.testing.assert_array_equal(fast.value(obs[0], starts[0], state), before)
+    assert not np.allclose(model.inference().value(obs[0], starts[0], state), before)

@@ -17,6 +17,7 @@ specifies the network tensor by tensor.
 
 from __future__ import annotations
 
+import copy
 import math
 from itertools import pairwise
 from typing import Any
@@ -202,3 +203,58 @@ class LSTMActorCritic(nn.Module):
         head = head[0] if self.discrete else (head[0][0], head[1])
         action, logp = self.dist.sample(head)
         return action, logp, value[0], final
+
+    def inference(self) -> LSTMInference:
+        return LSTMInference(self)
+
+
+class LSTMInference:
+    """The actor's and the evaluation's recurrent policy: numpy in and out, the state a
+    float32 array [N, 2, lstm_size] (the wire's `hidden_state` layout) that the caller
+    carries from step to step; `starts` [N] bool zeroes a row's state before its step.
+    Runs a copy of the module (loading newer weights must not change a policy in use)."""
+
+    recurrent = True
+
+    def __init__(self, model: LSTMActorCritic) -> None:
+        self._model = copy.deepcopy(model).eval()
+        for p in self._model.parameters():
+            p.requires_grad_(False)
+        self.dist = model.dist
+        self.discrete = model.discrete
+        self.state_shape = model.state_shape
+
+    def initial_state(self, num_envs: int) -> np.ndarray:
+        return np.zeros((num_envs, *self.state_shape), dtype=np.float32)
+
+    def _step(self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray) -> tuple:
+        m = self._model
+        head, value, nxt = m.forward_sequence(
+            m.preprocess(torch.from_numpy(np.asarray(obs)))[None],
+            torch.from_numpy(np.asarray(starts, dtype=bool))[None],
+            m.state_from_wire(state),
+        )
+        head = head[0] if self.discrete else (head[0][0], head[1])
+        return head, value[0], nxt
+
+    def act(
+        self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(action, logp, value, next state) for one step of N envs."""
+        with torch.inference_mode():
+            head, value, nxt = self._step(obs, starts, state)
+            action, logp = self.dist.sample(head)
+            return action.numpy(), logp.numpy(), value.numpy(), self._model.state_to_wire(nxt)
+
+    def value(self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray) -> np.ndarray:
+        """The value of `obs` reached from `state`; the state is not advanced."""
+        with torch.inference_mode():
+            return self._step(obs, starts, state)[1].numpy()
+
+    def greedy(
+        self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(the most likely action, next state): for evaluation."""
+        with torch.inference_mode():
+            head, _, nxt = self._step(obs, starts, state)
+            return self.dist.mode(head).numpy(), self._model.state_to_wire(nxt)
