@@ -68,6 +68,11 @@ class EnvRunner:
         self._env_action = np.empty(self.action_shape, np.float32) if self.continuous else None
         self.reward_norm: RewardNormalizer | None = None
         self.env_steps = 0
+        # A recurrent policy's per-env state [N, *H], carried from rollout to rollout and
+        # across versions, and where an episode starts at the next step (the state is zeroed
+        # there before that step's input goes in). None until a recurrent policy acts.
+        self.rnn_state: np.ndarray | None = None
+        self.rnn_starts = np.ones(self.num_envs, dtype=bool)
 
     def configure_rewards(self, reward_norm: Mapping[str, Any] | None) -> bool:
         """Scale the rewards sent from now on as the weights header's `actor.reward_norm`
@@ -81,6 +86,14 @@ class EnvRunner:
             None if config is None else RewardNormalizer.from_config(self.num_envs, config)
         )
         return True
+
+    def _rnn_state_for(self, policy: Any) -> np.ndarray:
+        """The carried state, or a fresh one if none fits this policy's state shape."""
+        shape = (self.num_envs, *policy.state_shape)
+        if self.rnn_state is None or self.rnn_state.shape != shape:
+            self.rnn_state = policy.initial_state(self.num_envs)
+            self.rnn_starts[:] = True
+        return self.rnn_state.copy()
 
     def sample(self, policy: InferencePolicy, *, policy_version: int, seq: int) -> RolloutBatch:
         """One rollout of T steps; arrays are fresh (ZeroMQ may still hold the last ones)."""
@@ -101,9 +114,19 @@ class EnvRunner:
 
         act_shape, bounds, reward_norm = self.action_shape, self.bounds, self.reward_norm
         continuous, env_action = self.continuous, self._env_action
+        recurrent = bool(getattr(policy, "recurrent", False))
+        if recurrent:
+            # The batch's hidden_state: each env's state at step 0, episode starts applied.
+            state = self._rnn_state_for(policy)
+            state[self.rnn_starts] = 0.0
+            hidden0 = state.copy()
+            starts = np.zeros(n, dtype=bool)
         for t in range(t_steps):
             obs_buf[t] = self.next_obs
-            act_np, logp_buf[t], value_buf[t] = policy.act(obs_buf[t])
+            if recurrent:
+                act_np, logp_buf[t], value_buf[t], state = policy.act(obs_buf[t], starts, state)
+            else:
+                act_np, logp_buf[t], value_buf[t] = policy.act(obs_buf[t])
             act_buf[t] = act_np.reshape(act_shape)
             if continuous:
                 if bounds is not None:
@@ -130,6 +153,8 @@ class EnvRunner:
             self.episode_return += reward  # raw: the returns reported are the env's own
             self.episode_length += 1
             done = terminated | truncated
+            if recurrent:
+                starts = done.copy()  # the next observation begins a new episode there
             if done.any():
                 if self.episodes_in_info:
                     final = info.get("final_info", {})
@@ -151,9 +176,20 @@ class EnvRunner:
                     final_obs = np.stack([info["final_obs"][i] for i in cut]).astype(
                         self.obs_dtype, copy=False
                     )
-                    final_values[t, cut] = policy.value(final_obs)
+                    if recurrent:  # the final observation, from the episode's own state
+                        final_values[t, cut] = policy.value(
+                            final_obs, np.zeros(cut.size, dtype=bool), state[cut]
+                        )
+                    else:
+                        final_values[t, cut] = policy.value(final_obs)
 
-        bootstrap_value = policy.value(self.next_obs)
+        extra: dict[str, np.ndarray] = {}
+        if recurrent:
+            bootstrap_value = policy.value(self.next_obs, starts, state)
+            self.rnn_state, self.rnn_starts = state, starts
+            extra["hidden_state"] = hidden0
+        else:
+            bootstrap_value = policy.value(self.next_obs)
         self.env_steps += t_steps * n
         return RolloutBatch(
             run_id=self.run_id,
@@ -173,6 +209,7 @@ class EnvRunner:
                 "truncated": trunc_buf,
                 "final_values": final_values,
                 "bootstrap_value": bootstrap_value.astype(np.float32, copy=False),
+                **extra,
             },
             episodes=EpisodeStats(returns, lengths),
         )
