@@ -33,6 +33,19 @@ class Minibatch(NamedTuple):
     returns: Tensor  # [B]
 
 
+class SequenceMinibatch(NamedTuple):
+    """Whole env sequences of a recurrent policy's update, env-major: one row per env."""
+
+    obs: Tensor  # [B, T, ...]: model.preprocess of the raw observations
+    actions: Tensor  # [B, T] int64 or [B, T, *action_shape] float
+    old_logp: Tensor  # [B, T]
+    old_values: Tensor  # [B, T]
+    advantages: Tensor  # [B, T]
+    returns: Tensor  # [B, T]
+    starts: Tensor  # [B, T] bool: an episode starts at that step (the state is zeroed)
+    state: Tensor  # [B, *H]: each row's state at step 0, the wire's hidden_state layout
+
+
 class Gradient(Protocol):
     def __call__(self, mb: Minibatch, **coefs: Any) -> PPOLossStats: ...
 
@@ -54,11 +67,39 @@ class AutogradGradient:
         return stats
 
 
+class SequenceAutogradGradient:
+    """A recurrent model's `evaluate_sequence` over whole rows from their step-0 state
+    (truncated BPTT over the batch's T steps) + `ppo_loss` + `backward()`."""
+
+    def __init__(self, model: Policy, flat: FlatParameters) -> None:
+        self.model, self.flat = model, flat
+
+    def __call__(self, mb: SequenceMinibatch, **coefs: Any) -> PPOLossStats:
+        self.flat.grad.zero_()
+        model = self.model
+        new_logp, entropy, new_values = model.evaluate_sequence(
+            mb.obs.transpose(0, 1), mb.actions.transpose(0, 1), mb.starts.transpose(0, 1),
+            model.state_from_wire(mb.state),
+        )  # fmt: skip
+
+        def flat(t: Tensor) -> Tensor:  # [B, T] -> [B*T], the order of new_* transposed
+            return t.reshape(-1)
+
+        loss, stats = objective.ppo_loss(
+            flat(new_logp.T), flat(mb.old_logp), flat(mb.advantages), flat(new_values.T),
+            flat(mb.old_values), flat(mb.returns), flat(entropy.T), **coefs,
+        )  # fmt: skip
+        loss.backward()
+        return stats
+
+
 def select_gradient(choice: str, model: Policy, flat: FlatParameters) -> Gradient:
     """`autograd`; `analytic` (an error if the model is not one it was derived for); or
     `auto`: analytic where it applies, else autograd, said once in the log."""
     from .mlp_grad import MLPGradient, unsupported_reason
 
+    if getattr(model, "recurrent", False) and choice != "analytic":
+        return SequenceAutogradGradient(model, flat)
     if choice == "autograd":
         return AutogradGradient(model, flat)
     reason = unsupported_reason(model)

@@ -11,6 +11,7 @@ SIGTERM), so that a Kubernetes Job or compose's `restart: on-failure` starts it 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import logging
@@ -117,11 +118,16 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
     policy = build_model(
         model_spec_for(
             spec,
+            arch=settings.arch,
             hidden=settings.hidden,
             activation=settings.activation,
             norm_obs=settings.norm_obs,
+            lstm_size=settings.lstm_size,
         )
     )
+    if getattr(policy, "recurrent", False):
+        # Every batch must then carry its envs' state at step 0 (ROLLOUT.md hidden_state).
+        spec = dataclasses.replace(spec, hidden_shape=tuple(policy.state_shape))
     trainer = PPOTrainer(policy=policy, config=PPOConfig.from_settings(settings), device=device)
     run_dir = Path(settings.run_dir)
     ckpt = load_checkpoint(settings.run_dir)

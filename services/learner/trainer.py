@@ -15,8 +15,9 @@ from ppomq.proto import RolloutBatch
 from .device import HostToDevice
 from .flat_params import FlatAdam, FlatParameters
 from .gae import compute_gae
-from .gradients import Minibatch, select_gradient
+from .gradients import Minibatch, SequenceMinibatch, select_gradient
 from .ppo_loss import PPOLossStats, adapt_kl_coef
+from .sequences import from_rows, sequence_arrays, to_rows
 from .vtrace import compute_vtrace
 
 # Samples per forward pass when V-trace re-evaluates a whole batch under the current policy:
@@ -143,6 +144,7 @@ class PPOTrainer:
         self.flat = FlatParameters(policy)
         self.optimizer = FlatAdam(self.flat.data, self.flat.grad, eps=1e-5)
         self._gradient = select_gradient(config.gradients, policy, self.flat)
+        self.recurrent = bool(getattr(policy, "recurrent", False))
         self.updates = 0
         # The KL penalty's beta (objective kl-penalty), adapted after every update.
         self.kl_coef = config.kl_penalty_coef
@@ -159,18 +161,45 @@ class PPOTrainer:
         """One PPO update over `batches`; returns CleanRL-named statistics."""
         cfg = self.config
         t0 = time.perf_counter()
-        flat = flatten_arrays(batches)
-        # The batch's one trip to the device (no copy at all on the CPU).
         to_device = self._to_device
-        raw_obs = to_device(flat["obs"])
-        obs, actions = self.policy.preprocess(raw_obs), to_device(flat["actions"])
+        # The batch's one trip to the device (no copy at all on the CPU). A recurrent
+        # policy trains on whole env sequences, held as rows [E, T, ...]; every other on
+        # samples [T*N, ...]. `flat` keeps the per-step values in flatten_arrays' order
+        # either way (targets and statistics are computed there).
+        seq_extra: dict[str, torch.Tensor] = {}
+        if self.recurrent:
+            seq = sequence_arrays(batches)
+            flat = {k: from_rows(seq[k], batches) for k in ("logp", "values")}
+            raw_obs = to_device(seq["obs"])
+            rows, steps = raw_obs.shape[:2]
+            raw_obs = raw_obs.reshape(rows * steps, *raw_obs.shape[2:])
+            obs = self.policy.preprocess(raw_obs)
+            obs = obs.reshape(rows, steps, *obs.shape[1:])
+            actions = to_device(seq["actions"])
+            seq_extra = {"starts": to_device(seq["starts"]), "state": to_device(seq["state"])}
+
+            def layout(a: np.ndarray) -> np.ndarray:
+                return to_rows(a, batches)
+        else:
+            flat = flatten_arrays(batches)
+            raw_obs = to_device(flat["obs"])
+            obs = self.policy.preprocess(raw_obs)
+            actions = to_device(flat["actions"])
+            steps = 1
+
+            def layout(a: np.ndarray) -> np.ndarray:
+                return a
+
         if self.policy.discrete:
             actions = actions.long()
         if cfg.targets == "vtrace":
             # Targets for the policy as it is now, from its own log-probs and values: the
             # value loss is then clipped around (and explained variance measured on) these
             # values rather than the actor's.
-            target_logp, target_values = self._evaluate_batch(obs, actions)
+            target_logp, target_values = self._evaluate_batch(obs, actions, **seq_extra)
+            if self.recurrent:
+                target_logp = from_rows(target_logp, batches)
+                target_values = from_rows(target_values, batches)
             flat["values"] = target_values
             advantages, returns = vtrace_targets(
                 batches, target_logp, target_values, gamma=cfg.gamma,
@@ -179,22 +208,27 @@ class PPOTrainer:
         else:
             advantages, returns = gae_targets(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
         flat["returns"] = returns
-        data = Minibatch(
+        fields = dict(
             obs=obs,
             actions=actions,
-            old_logp=to_device(flat["logp"]),
-            old_values=to_device(flat["values"]),
-            advantages=to_device(advantages),
-            returns=to_device(returns),
+            old_logp=to_device(layout(flat["logp"])),
+            old_values=to_device(layout(flat["values"])),
+            advantages=to_device(layout(advantages)),
+            returns=to_device(layout(returns)),
+        )
+        data: Minibatch | SequenceMinibatch = (
+            SequenceMinibatch(**fields, **seq_extra) if self.recurrent else Minibatch(**fields)
         )
         t1 = time.perf_counter()
 
         lr = self._learning_rate(env_steps)
+        # Rows: samples, or whole sequences of `steps` samples (a recurrent policy).
         size = len(data.obs)
-        # Near-equal minibatches that cover every sample (no 1-sample remainder, whose
-        # advantage std would be undefined).
-        n_mb = 1 if cfg.minibatch_size == 0 else max(1, round(size / cfg.minibatch_size))
-        n_mb = min(n_mb, max(1, size // 2))
+        samples = size * steps
+        # Near-equal minibatches that cover every row (no 1-sample remainder, whose
+        # advantage std would be undefined; a sequence has T >= 1 samples of its own).
+        n_mb = 1 if cfg.minibatch_size == 0 else max(1, round(samples / cfg.minibatch_size))
+        n_mb = min(n_mb, size if self.recurrent else max(1, size // 2))
         bounds = [size // n_mb + (i < size % n_mb) for i in range(n_mb)]
         coefs = dict(
             clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
@@ -210,9 +244,9 @@ class PPOTrainer:
             shuffled = data
             if n_mb > 1:
                 perm = torch.randperm(size, device=self.device)
-                shuffled = Minibatch(*(t[perm] for t in data))
+                shuffled = type(data)(*(t[perm] for t in data))
             for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True):
-                history.append(self._gradient(Minibatch(*mb), **coefs))
+                history.append(self._gradient(type(data)(*mb), **coefs))
                 self.flat.clip_grad_norm_(cfg.max_grad_norm)
                 self.optimizer.step(lr)
             if cfg.target_kl is not None and float(history[-1].approx_kl) > cfg.target_kl:
@@ -227,7 +261,7 @@ class PPOTrainer:
         if self.policy.obs_norm is not None:
             # After the update: this version trained with the statistics its actors used;
             # the next one carries statistics that include these observations.
-            self.policy.obs_norm.update(raw_obs.flatten(1))
+            self.policy.obs_norm.update(raw_obs.flatten(1))  # samples, whichever layout
         t2 = time.perf_counter()
         self.updates += 1
 
@@ -242,7 +276,7 @@ class PPOTrainer:
                 "losses/explained_variance": explained_var,
                 "charts/learning_rate": lr,
                 "charts/epochs": float(epochs_run),
-                "charts/samples": float(size),
+                "charts/samples": float(samples),
                 "time/learner_targets": t1 - t0,
                 "time/learner_sgd": t2 - t1,
             }
@@ -253,16 +287,34 @@ class PPOTrainer:
 
     @torch.no_grad()
     def _evaluate_batch(
-        self, obs: torch.Tensor, actions: torch.Tensor
+        self,
+        obs: torch.Tensor,
+        actions: torch.Tensor,
+        starts: torch.Tensor | None = None,
+        state: torch.Tensor | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(log-probs, values) of the whole batch under the current policy, on the host."""
+        """(log-probs, values) of the whole batch under the current policy, on the host,
+        in the layout of `obs` (samples, or rows of a recurrent policy's sequences)."""
+        policy = self.policy
         logps, values = [], []
-        for o, a in zip(
-            torch.split(obs, _EVAL_CHUNK), torch.split(actions, _EVAL_CHUNK), strict=True
-        ):
-            logp, _, value = self.policy.evaluate(o, a)
-            logps.append(logp)
-            values.append(value)
+        if starts is None or state is None:
+            for o, a in zip(
+                torch.split(obs, _EVAL_CHUNK), torch.split(actions, _EVAL_CHUNK), strict=True
+            ):
+                logp, _, value = policy.evaluate(o, a)
+                logps.append(logp)
+                values.append(value)
+        else:
+            rows = max(1, _EVAL_CHUNK // obs.shape[1])  # whole sequences per forward pass
+            for o, a, st, s0 in zip(
+                *(torch.split(t, rows) for t in (obs, actions, starts, state)), strict=True
+            ):
+                logp, _, value = policy.evaluate_sequence(
+                    o.transpose(0, 1), a.transpose(0, 1), st.transpose(0, 1),
+                    policy.state_from_wire(s0),
+                )  # fmt: skip
+                logps.append(logp.T)
+                values.append(value.T)
         return (
             torch.cat(logps).float().cpu().numpy(),
             torch.cat(values).float().cpu().numpy(),

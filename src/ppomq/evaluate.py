@@ -47,13 +47,20 @@ def evaluate_policy(policy: Policy, env_id: str, *, episodes: int = 20, seed: in
     space = env.action_space
     check_fits_env(policy.spec, env_id, env.observation_space, space)
     fast = policy.inference()  # the actors' numpy path: no module calls per env step
+    recurrent = bool(getattr(fast, "recurrent", False))
     total = 0.0
     try:
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed + ep)
+            if recurrent:  # each episode from a zero state, carried from step to step
+                state, starts = fast.initial_state(1), np.zeros(1, dtype=bool)
             done = False
             while not done:
-                action = fast.greedy(np.asarray(obs)[None])[0]
+                if recurrent:
+                    greedy, state = fast.greedy(np.asarray(obs)[None], starts, state)
+                    action = greedy[0]
+                else:
+                    action = fast.greedy(np.asarray(obs)[None])[0]
                 action = int(action) if policy.discrete else np.clip(action, space.low, space.high)
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)

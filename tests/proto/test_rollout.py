@@ -388,3 +388,21 @@ def test_box_bounds_are_one_per_element_in_c_order():
 def test_action_space_refuses_bounds_that_do_not_fit_its_shape(low, high, error):
     with pytest.raises(error, match="ActionSpace"):
         ActionSpace("continuous", shape=(2,), low=low, high=high)
+
+
+def test_hidden_state_is_required_by_a_recurrent_spec_and_refused_by_any_other():
+    """ROLLOUT.md "Recurrent state": a recurrent learner needs each env's step-0 state; a
+    learner of a feed-forward policy does not read one and must not silently drop it."""
+    rng = np.random.default_rng(9)
+    recurrent, plain = make_spec(recurrent=True), make_spec()
+    with_state = make_batch(recurrent, rng)
+    without = dataclasses.replace(
+        with_state, arrays={k: v for k, v in with_state.arrays.items() if k != "hidden_state"}
+    )
+    assert decode(wire(with_state), recurrent).arrays["hidden_state"].shape == (2, 5)
+    with pytest.raises(DecodeError) as missing:
+        decode(wire(without), recurrent)
+    assert missing.value.reason is Reason.MISSING_ARRAY
+    with pytest.raises(DecodeError) as unknown:
+        decode(wire(with_state), plain)
+    assert unknown.value.reason is Reason.UNKNOWN_ARRAY

@@ -32,9 +32,11 @@ def model_spec_for(
     norm_obs: bool = False,
     obs_clip: float = 10.0,
     obs_epsilon: float = 1e-8,
+    lstm_size: int = 128,
 ) -> dict[str, Any]:
     """The model spec for the spaces of a rollout spec and the network settings. `arch`
-    None picks by observation: `nature-cnn` for images (uint8 [C, H, W]), else `mlp`;
+    None (or "auto") picks by observation: `nature-cnn` for images (uint8 [C, H, W]), else
+    `mlp`; `lstm` puts an LSTM of `lstm_size` on the encoder that observation would get.
     `hidden` and `activation` are the MLP's (the CNN's layers are fixed)."""
     space = spec.action
     if space.kind == "discrete":
@@ -42,8 +44,16 @@ def model_spec_for(
     else:
         action = {"kind": "gaussian", "shape": [int(d) for d in space.shape]}
     obs_shape = [int(d) for d in spec.obs_shape]
-    if arch is None:
-        arch = "nature-cnn" if is_image(spec) else "mlp"
+    image = is_image(spec)
+    if arch in (None, "auto"):
+        arch = "nature-cnn" if image else "mlp"
+    if arch == "lstm":
+        encoder = "nature-cnn" if image else "mlp"
+        inner = model_spec_for(
+            spec, arch=encoder, hidden=hidden, activation=activation, norm_obs=norm_obs,
+            obs_clip=obs_clip, obs_epsilon=obs_epsilon,
+        )  # fmt: skip
+        return {**inner, "arch": "lstm", "encoder": encoder, "lstm_size": int(lstm_size)}
     if arch == "nature-cnn":
         if norm_obs:
             raise ModelSpecError(

@@ -217,6 +217,13 @@ class PPOSettings(_Group):
         "backward of the MLP actor-critic, faster; refused for a model it was not derived "
         "for) or auto (analytic when the model supports it, autograd otherwise).",
     )
+    arch: Literal["auto", "mlp", "nature-cnn", "lstm"] = Field(
+        "auto",
+        description="The policy network: auto (nature-cnn for uint8 image observations, "
+        "else mlp), mlp, nature-cnn, or lstm (the observation's encoder, then an LSTM of "
+        "--lstm-size, for tasks that need memory; trained on whole env sequences).",
+    )
+    lstm_size: int = Field(128, ge=1, description="lstm: the LSTM's hidden and cell size.")
     hidden_sizes: str = Field("64,64", description="Hidden layer sizes, comma-separated.")
     activation: Literal["tanh", "relu"] = Field(
         "tanh", description="Activation after each hidden layer of the MLP."
