@@ -1,4 +1,4 @@
-"""Learning and speed against peers: MuJoCo (issue 13) and Atari (issue 18).
+"""Learning and speed against peers: MuJoCo (issue 13) and Atari (issue 18); memory (19).
 
     .venv/bin/python -m benchmarks.learning learning       # ppomq: HalfCheetah, Hopper,
                                                          # Walker2d (-v5), seeds 1,2,3, 1M steps
@@ -7,6 +7,8 @@
     .venv/bin/python -m benchmarks.learning atari          # BreakoutNoFrameskip-v4, ppomq
                                                          # (seeds 1,2) vs SB3 vs Sample
                                                          # Factory, 1M steps
+    .venv/bin/python -m benchmarks.learning memory         # ppomq/MaskedCartPole-v1, --arch
+                                                         # lstm vs mlp, seeds 1,2,3, 500k steps
     flags: --total-steps N --seeds 1,2 --tasks A,B --contenders ppomq,sb3 --out DIR
            --ppomq-cmd TEMPLATE --cleanrl-python PATH --sf-python PATH --no-resume --lock PATH
 
@@ -35,11 +37,16 @@ the `bench` and `atari` extras); Sample Factory 2.1.1 runs its own Atari example
 venv (bash benchmarks/contenders/sf_setup.sh; runner: contenders/sf_atari.py). Every return
 is a whole game's raw score; no greedy evaluation (the comparison is the training return).
 
+Memory (`memory` mode): CartPole with its velocities masked (ppomq/MaskedCartPole-v1), ppomq
+with `--arch lstm` against the same command with the MLP (PPOMQ_VARIANTS), each run ending
+when the mean of the last 20 training episodes reaches 475 or at the step cap.
+
 Figures per run: command_s (command to exit), to_n_steps_s (command to the last training
 step), SPS = env steps / to_n_steps_s, final return = mean of the last 20 training episodes,
 eval = mean of a 10-episode greedy evaluation with frozen normalization statistics.
 
-Results: OUT/mujoco_{learning,side_by_side}.{json,md,png} and OUT/atari_learning.*,
+Results: OUT/mujoco_{learning,side_by_side}.{json,md,png}, OUT/atari_learning.* and
+OUT/masked_cartpole.*,
 rewritten after every run, so a run that finished is never lost; a second invocation skips
 the runs already recorded as ok for the same mode, task, contender, seed and step count
 (--no-resume runs them again). Run dirs
@@ -74,8 +81,30 @@ LOCK = "/tmp/ppomq-bench.lock"
 LEARNING_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
 SIDE_BY_SIDE_TASKS = ("HalfCheetah-v5",)
 ATARI_TASKS = ("BreakoutNoFrameskip-v4",)
-CONTENDERS = ("ppomq", "cleanrl", "sb3", "sf")
-LABELS = {"ppomq": "ppomq", "cleanrl": "CleanRL", "sb3": "SB3", "sf": "Sample Factory"}
+MEMORY_TASKS = ("ppomq/MaskedCartPole-v1",)
+MEMORY_TARGET = 475.0
+# ppomq under other settings, as contenders of their own: {name: command template}. The
+# memory task's settings are rl-baselines3-zoo's for RecurrentPPO on CartPoleNoVel-v1 (8 envs
+# x 32 steps, an LSTM of 64 on a 64-unit layer; the rest is ppomq's CartPole default, which
+# is the zoo's too); the MLP runs the same command with --arch mlp.
+_MEMORY_CMD = (
+    ".venv/bin/ppomq train --env-id {env_id} --arch ARCH --lstm-size 64 --hidden-sizes 64 "
+    "--actors 1 --num-envs 8 --num-steps 32 --total-steps {total_steps} --target-return "
+    f"{MEMORY_TARGET:g} --seed {{seed}} --run-dir {{run_dir}} --eval-episodes {{eval_episodes}}"
+)
+PPOMQ_VARIANTS = {
+    "ppomq-lstm": _MEMORY_CMD.replace("ARCH", "lstm"),
+    "ppomq-mlp": _MEMORY_CMD.replace("ARCH", "mlp"),
+}
+CONTENDERS = ("ppomq", *PPOMQ_VARIANTS, "cleanrl", "sb3", "sf")
+LABELS = {
+    "ppomq": "ppomq",
+    "ppomq-lstm": "ppomq LSTM",
+    "ppomq-mlp": "ppomq MLP",
+    "cleanrl": "CleanRL",
+    "sb3": "SB3",
+    "sf": "Sample Factory",
+}
 MODES: dict[str, dict[str, Any]] = {
     "learning": {"tasks": LEARNING_TASKS, "seeds": (1, 2, 3), "contenders": ("ppomq",)},
     "side-by-side": {
@@ -85,8 +114,14 @@ MODES: dict[str, dict[str, Any]] = {
     },
     # Issue 18: SB3 takes over an hour per 1M steps here, so it runs seed 1 only (--seeds).
     "atari": {"tasks": ATARI_TASKS, "seeds": (1, 2), "contenders": ("ppomq", "sb3", "sf")},
+    "memory": {
+        "tasks": MEMORY_TASKS,
+        "seeds": (1, 2, 3),
+        "contenders": tuple(PPOMQ_VARIANTS),
+        "total_steps": 500_000,
+    },
 }
-ROTATING_MODES = ("side-by-side", "atari")
+ROTATING_MODES = ("side-by-side", "atari", "memory")
 DEFAULT_TOTAL_STEPS = 1_000_000
 EVAL_EPISODES = 10
 DEFAULT_PPOMQ_CMD = (
@@ -191,8 +226,9 @@ def command(job: Job, run_dir: Path, tools: Tools) -> list[str]:
         "run_dir": str(run_dir),
         "eval_episodes": tools.eval_episodes,
     }
-    if job.contender == "ppomq":
-        return shlex.split(tools.ppomq_cmd.format(**fields))
+    if is_ppomq(job.contender):
+        template = PPOMQ_VARIANTS.get(job.contender, tools.ppomq_cmd)
+        return shlex.split(template.format(**fields))
     module = f"benchmarks.contenders.{job.contender}_{family(job.mode)}"
     return [
         tools.python(job.contender),
@@ -211,11 +247,19 @@ def command(job: Job, run_dir: Path, tools: Tools) -> list[str]:
     ]
 
 
+def is_ppomq(contender: str) -> bool:
+    return contender == "ppomq" or contender in PPOMQ_VARIANTS
+
+
 def check_tools(contenders: list[str], tools: Tools, mode: str = "side-by-side") -> None:
     """Fail before the first hour-long run, not after it."""
-    exe = shlex.split(tools.ppomq_cmd)[0] if tools.ppomq_cmd.strip() else ""
-    if "ppomq" in contenders and not ((ROOT / exe).exists() or shutil.which(exe)):
-        raise BenchError(f"--ppomq-cmd starts {exe!r}, which is neither under {ROOT} nor on PATH")
+    for c in filter(is_ppomq, contenders):
+        template = PPOMQ_VARIANTS.get(c, tools.ppomq_cmd)
+        exe = shlex.split(template)[0] if template.strip() else ""
+        if not ((ROOT / exe).exists() or shutil.which(exe)):
+            raise BenchError(
+                f"{c}'s command starts {exe!r}, which is neither under {ROOT} nor on PATH"
+            )
     if "cleanrl" in contenders and not Path(tools.cleanrl_python).exists():
         raise BenchError(
             f"no CleanRL venv at {tools.cleanrl_python}: run "
@@ -318,7 +362,7 @@ def run_job(job: Job, tools: Tools, workdir: Path, lock: str | None, timeout_s: 
     rec.update(proc)
     if rec["error"] is None:
         try:
-            collect = collect_ppomq if job.contender == "ppomq" else collect_peer
+            collect = collect_ppomq if is_ppomq(job.contender) else collect_peer
             rec.update(collect(run_dir, t_cmd))
             rec["train_sps"] = train_sps(rec)
             rec["ok"] = True
@@ -424,6 +468,7 @@ def collect_ppomq(run_dir: Path, t_cmd: float) -> dict[str, Any]:
         "sps": sps(int(s["total_env_steps"]), to_n),
         "mean_return_20": s.get("final_mean_return_20"),
         "eval_return": s.get("final_eval_return"),
+        "solved_at_env_steps": s.get("solved_at_env_steps"),
         "episodes": len(episodes),
         "actors": s.get("actors"),
         "mode_ppomq": s.get("mode"),
@@ -527,7 +572,8 @@ def merge(runs: list[dict[str, Any]], rec: dict[str, Any]) -> list[dict[str, Any
 
 
 def result_paths(out: Path, mode: str) -> dict[str, Path]:
-    stem = "atari_learning" if mode == "atari" else "mujoco_" + mode.replace("-", "_")
+    stems = {"atari": "atari_learning", "memory": "masked_cartpole"}
+    stem = stems.get(mode) or "mujoco_" + mode.replace("-", "_")
     return {ext: out / f"{stem}.{ext}" for ext in ("json", "md", "png")}
 
 
@@ -690,6 +736,24 @@ def _atari_goal_lines(entry: dict[str, Any], runs: list[dict[str, Any]]) -> list
     return ["", "Goal (issue 18):", "", *lines] if lines else []
 
 
+def _memory_goal_lines(entry: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
+    """Issue 19's goal: the LSTM reaches 475 on the masked task and the MLP does not."""
+    key = (entry["task"], entry["total_steps"])
+    own = [r for r in runs if r.get("ok") and (r["task"], r["total_steps"]) == key]
+    lines = []
+    for c in entry["contenders"]:
+        mine = [r for r in own if r["contender"] == c]
+        steps = [r["solved_at_env_steps"] for r in mine if r.get("solved_at_env_steps")]
+        best = [max((p[3] for p in r["curve"]), default=None) for r in mine]
+        lines.append(
+            f"- {LABELS.get(c, c)}: reached {MEMORY_TARGET:g} in {len(steps)} of {len(mine)} "
+            f"seeds (at {', '.join(f'{s:,}' for s in sorted(steps)) or 'no'} env steps); best "
+            f"running mean per seed {', '.join(_f(b) for b in best)}"
+        )
+    goal = f"Goal (issue 19): the LSTM reaches {MEMORY_TARGET:g}, the MLP does not."
+    return ["", goal, "", *lines]
+
+
 def _vs(value: float | None, bar: float) -> str:
     return "–" if value is None else f"{value:,.0f} {'>=' if value >= bar else '<'} {bar:,.0f}"
 
@@ -736,6 +800,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
         "learning": "ppomq on MuJoCo",
         "side-by-side": "MuJoCo side by side",
         "atari": "Atari side by side",
+        "memory": "Memory: CartPole without velocities, LSTM against MLP",
     }
     m = doc.get("machine", {})
     lines = [
@@ -767,6 +832,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             lines += _goal_lines(entry)
         if doc["mode"] == "atari":
             lines += _atari_goal_lines(entry, doc["runs"])
+        if doc["mode"] == "memory":
+            lines += _memory_goal_lines(entry, doc["runs"])
         lines += _published_lines(entry)
     lines += ["", "## Every run", "", *_runs_table(doc["runs"]), ""]
     return "\n".join(lines)
@@ -824,7 +891,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m benchmarks.learning", description=__doc__.splitlines()[0]
     )
     p.add_argument("mode", choices=sorted(MODES))
-    p.add_argument("--total-steps", type=int, default=DEFAULT_TOTAL_STEPS)
+    p.add_argument("--total-steps", type=int, help="default: 1M (memory: 500k)")
     p.add_argument("--seeds", help="comma-separated (learning: 1,2,3; side-by-side: 1,2)")
     p.add_argument("--tasks", help="comma-separated env ids (default: the mode's)")
     p.add_argument("--contenders", help=f"comma-separated, from {','.join(CONTENDERS)}")
@@ -856,7 +923,8 @@ def jobs_from(args: argparse.Namespace) -> list[Job]:
     if unknown:
         raise BenchError(f"unknown contender(s) {unknown}; choose from {', '.join(CONTENDERS)}")
     seeds = [int(s) for s in _csv_list(args.seeds)] if args.seeds else list(spec["seeds"])
-    return plan(args.mode, tasks, contenders, seeds, args.total_steps)
+    steps = args.total_steps or spec.get("total_steps", DEFAULT_TOTAL_STEPS)
+    return plan(args.mode, tasks, contenders, seeds, steps)
 
 
 def main(argv: list[str] | None = None) -> int:

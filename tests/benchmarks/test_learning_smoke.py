@@ -147,6 +147,35 @@ def test_atari_goal_compares_wall_with_sb3_and_time_to_return_with_sample_factor
     assert "(faster: met)" in md
 
 
+def test_memory_runs_the_same_ppomq_command_with_the_lstm_and_the_mlp(tmp_path: Path) -> None:
+    jobs = bench.jobs_from(bench.parse_args(["memory"]))
+    assert {(j.contender, j.seed, j.total_steps) for j in jobs} == {
+        (c, s, 500_000) for c in ("ppomq-lstm", "ppomq-mlp") for s in (1, 2, 3)
+    }
+    lstm, mlp = (
+        bench.command(bench.Job("memory", "ppomq/MaskedCartPole-v1", c, 2, 500_000), tmp_path,
+                      bench.Tools())
+        for c in ("ppomq-lstm", "ppomq-mlp")
+    )  # fmt: skip
+    arch = lstm.index("--arch") + 1
+    assert (lstm[arch], mlp[arch]) == ("lstm", "mlp")
+    assert lstm[:arch] + lstm[arch + 1 :] == mlp[:arch] + mlp[arch + 1 :]
+    assert lstm[lstm.index("--target-return") + 1] == "475"
+
+    def run(contender: str, seed: int, solved: int | None, best: float) -> dict:
+        curve = [[1000, 5.0, 20.0, 20.0], [200_000, 60.0, best, best]]
+        return _rec(contender, seed, 80.0, best, mode="memory", task="M", env_id="M",
+                    total_steps=500_000, curve=curve, solved_at_env_steps=solved)  # fmt: skip
+
+    runs = [run("ppomq-lstm", 1, 200_000, 480.0), run("ppomq-lstm", 2, None, 300.0),
+            run("ppomq-mlp", 1, None, 60.0)]  # fmt: skip
+    md = bench.save({"mode": "memory", "runs": runs, "invocations": ["x"]}, tmp_path)["md"]
+    text = md.read_text()
+    assert md.name == "masked_cartpole.md"
+    assert "- ppomq LSTM: reached 475 in 1 of 2 seeds (at 200,000 env steps)" in text
+    assert "- ppomq MLP: reached 475 in 0 of 1 seeds (at no env steps); best running mean" in text
+
+
 def test_merge_replaces_a_job_and_resume_skips_only_ok_runs() -> None:
     runs = [_rec("ppomq", 1, 100.0, 1.0), _rec("sb3", 1, 100.0, 1.0, ok=False, error="x")]
     jobs = bench.plan("side-by-side", ["HalfCheetah-v5"], ["ppomq", "sb3"], [1], 1_000_000)

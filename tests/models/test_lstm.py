@@ -141,3 +141,38 @@ def test_inference_steps_like_the_module_and_ignores_later_weight_changes():
         model.v.weight.add_(1.0)  # a newer version loaded into the module
     np.testing.assert_array_equal(fast.value(obs[0], starts[0], state), before)
     assert not np.allclose(model.inference().value(obs[0], starts[0], state), before)
+
+
+NORM = dict(MLP, obs_norm={"clip": 10.0, "epsilon": 1e-8})
+
+
+@pytest.mark.parametrize("spec", [MLP, CNN, GAUSS, NORM], ids=["mlp", "cnn", "gaussian", "norm"])
+def test_the_actors_functional_step_computes_what_the_module_does(spec):
+    """LSTMFunctional (the actor's path, picked by benchmarks/lstm_forward.py) against the
+    module's forward_sequence over one step: head, value and next state, resets included."""
+    from ppomq.models.lstm import LSTMFunctional
+
+    torch.manual_seed(5)
+    model = build_model(spec)
+    rng = np.random.default_rng(5)
+    if spec is NORM:  # statistics far from the identity
+        model.obs_norm.update(torch.from_numpy(rng.normal(3.0, 2.0, (64, 3)).astype(np.float32)))
+    shape = (6, *spec["obs_shape"])
+    obs = (
+        rng.integers(0, 256, shape, dtype=np.uint8)
+        if spec["encoder"] == "nature-cnn"
+        else rng.normal(size=shape).astype(np.float32)
+    )
+    starts = np.array([True, False, False, True, False, False])
+    state = rng.normal(size=(6, 2, 8)).astype(np.float32)
+    with torch.no_grad():
+        head, value, nxt = model.forward_sequence(
+            model.preprocess(torch.from_numpy(obs))[None], torch.from_numpy(starts)[None],
+            model.state_from_wire(state),
+        )  # fmt: skip
+        f_head, f_value, f_nxt = LSTMFunctional(model).outputs(obs, starts, state)
+    ref_out = head[0] if model.discrete else head[0][0]
+    got_out = f_head if model.discrete else f_head[0]
+    torch.testing.assert_close(got_out, ref_out, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(f_value, value[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(f_nxt, torch.stack(nxt, dim=1), rtol=1e-5, atol=1e-6)

@@ -208,34 +208,71 @@ class LSTMActorCritic(nn.Module):
         return LSTMInference(self)
 
 
+class LSTMFunctional:
+    """One step of an LSTMActorCritic as plain calls on copies of its weights (addmm for
+    the mlp encoder's layers, torch.lstm_cell, one addmm for both heads): what the module
+    computes, without module dispatch, which costs more than the arithmetic at actor batch
+    sizes (benchmarks/lstm_forward.py). Copies, never views: loading newer weights into the
+    module must not change a policy in use."""
+
+    def __init__(self, model: LSTMActorCritic) -> None:
+        m = copy.deepcopy(model).eval()
+        for p in m.parameters():
+            p.requires_grad_(False)
+        self._model = m
+        self.discrete = m.discrete
+        self._act = m._act if m.encoder == "mlp" else None
+        self._enc = (
+            [(layer.weight.t().contiguous(), layer.bias) for layer in m.enc]
+            if m.encoder == "mlp"
+            else None
+        )
+        lstm = m.lstm
+        self._cell = (lstm.weight_ih_l0, lstm.weight_hh_l0, lstm.bias_ih_l0, lstm.bias_hh_l0)
+        self._heads_w = torch.cat([m.pi.weight, m.v.weight]).t().contiguous()
+        self._heads_b = torch.cat([m.pi.bias, m.v.bias])
+        self._log_std = None if self.discrete else m.log_std
+
+    def outputs(
+        self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray
+    ) -> tuple[Any, Tensor, Tensor]:
+        """(distribution parameters, value [N], next state [N, 2, L]) for one step."""
+        m = self._model
+        x = m.preprocess(torch.from_numpy(np.asarray(obs)))
+        if self._enc is not None:
+            for w, b in self._enc:
+                x = self._act(torch.addmm(b, x, w))
+        else:
+            x = m.features(x)
+        s = torch.from_numpy(np.asarray(state))
+        h, c = s[:, 0], s[:, 1]
+        starts = np.asarray(starts, dtype=bool)
+        if starts.any():
+            keep = torch.from_numpy(~starts).to(h.dtype).unsqueeze(-1)
+            h, c = h * keep, c * keep
+        h, c = torch.lstm_cell(x, (h, c), *self._cell)
+        out = torch.addmm(self._heads_b, h, self._heads_w)
+        pi_out, value = out[:, :-1], out[:, -1]
+        head = pi_out if self.discrete else (pi_out, self._log_std)
+        return head, value, torch.stack((h, c), dim=1)
+
+
 class LSTMInference:
     """The actor's and the evaluation's recurrent policy: numpy in and out, the state a
     float32 array [N, 2, lstm_size] (the wire's `hidden_state` layout) that the caller
     carries from step to step; `starts` [N] bool zeroes a row's state before its step.
-    Runs a copy of the module (loading newer weights must not change a policy in use)."""
+    Steps with LSTMFunctional (the fastest correct path, benchmarks/lstm_forward.py)."""
 
     recurrent = True
 
     def __init__(self, model: LSTMActorCritic) -> None:
-        self._model = copy.deepcopy(model).eval()
-        for p in self._model.parameters():
-            p.requires_grad_(False)
+        self._step = LSTMFunctional(model).outputs
         self.dist = model.dist
         self.discrete = model.discrete
         self.state_shape = model.state_shape
 
     def initial_state(self, num_envs: int) -> np.ndarray:
         return np.zeros((num_envs, *self.state_shape), dtype=np.float32)
-
-    def _step(self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray) -> tuple:
-        m = self._model
-        head, value, nxt = m.forward_sequence(
-            m.preprocess(torch.from_numpy(np.asarray(obs)))[None],
-            torch.from_numpy(np.asarray(starts, dtype=bool))[None],
-            m.state_from_wire(state),
-        )
-        head = head[0] if self.discrete else (head[0][0], head[1])
-        return head, value[0], nxt
 
     def act(
         self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray
@@ -244,7 +281,7 @@ class LSTMInference:
         with torch.inference_mode():
             head, value, nxt = self._step(obs, starts, state)
             action, logp = self.dist.sample(head)
-            return action.numpy(), logp.numpy(), value.numpy(), self._model.state_to_wire(nxt)
+            return action.numpy(), logp.numpy(), value.numpy(), nxt.numpy()
 
     def value(self, obs: np.ndarray, starts: np.ndarray, state: np.ndarray) -> np.ndarray:
         """The value of `obs` reached from `state`; the state is not advanced."""
@@ -257,4 +294,4 @@ class LSTMInference:
         """(the most likely action, next state): for evaluation."""
         with torch.inference_mode():
             head, _, nxt = self._step(obs, starts, state)
-            return self.dist.mode(head).numpy(), self._model.state_to_wire(nxt)
+            return self.dist.mode(head).numpy(), nxt.numpy()
