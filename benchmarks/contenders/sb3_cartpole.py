@@ -8,6 +8,11 @@ ent_coef 0.0, learning_rate lin_1e-3, clip_range lin_0.2, n_timesteps 1e5 (the l
 schedules run over it, so the cap stays 1e5), policy MlpPolicy. The run stops when the
 mean of the last 20 finished episodes reaches the target, or at the cap. Prints one
 `E2E_RESULT {json}` line.
+
+Torch threads: 1 by default (--torch-threads N; 0: torch's default), recorded in the
+result: the best setting for a 64-64 network on CPU, the one SB3's maintainers give
+(DLR-RM/stable-baselines3#283: th.set_num_threads, OMP_NUM_THREADS=1; rl-zoo's train.py has
+--num-threads for it) and ppomq's learner and actors run.
 """
 
 from __future__ import annotations
@@ -91,7 +96,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", type=float, default=475.0)
     parser.add_argument("--cap", type=int, default=ZOO_CARTPOLE["n_timesteps"])
+    parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's default")
     args = parser.parse_args()
+    if args.torch_threads > 0:
+        torch.set_num_threads(args.torch_threads)
     hp = ZOO_CARTPOLE
     env = make_vec_env("CartPole-v1", n_envs=hp["n_envs"], seed=args.seed, vec_env_cls=DummyVecEnv)
     model = PPO(

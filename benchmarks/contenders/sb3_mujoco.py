@@ -15,8 +15,10 @@ One difference remains: CleanRL clips the value loss (max of clipped and unclipp
 SB3's clip_range_vf clips the prediction instead, a different loss, so it stays at SB3's
 default (off) rather than imitating CleanRL half-way.
 
-Torch threads: torch's default, as CleanRL's script runs (both leave them alone; recorded in
-the result); --torch-threads N overrides it. Device: cpu.
+Torch threads: 1 by default (--torch-threads N; 0: torch's default), recorded in the result:
+the best setting for a 64-64 network on CPU, the one SB3's maintainers give
+(DLR-RM/stable-baselines3#283: th.set_num_threads, OMP_NUM_THREADS=1; rl-zoo's train.py has
+--num-threads for it) and ppomq's learner and actors run. Device: cpu.
 
 After training, a greedy evaluation of --eval-episodes (10) on a fresh env: deterministic
 actions (the mean, clipped to the bounds by SB3's predict) on observations normalized with
@@ -170,7 +172,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--eval-episodes", type=int, default=EVAL_EPISODES)
-    parser.add_argument("--torch-threads", type=int, default=0, help="0: torch's default")
+    parser.add_argument("--torch-threads", type=int, default=1, help="0: torch's default")
     args = parser.parse_args()
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -140,6 +140,7 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
         while not stop.requested and not (finished := weights.finished):
             beat()
             must_exceed = version if limit and sent_at_version >= limit else -1
+            t_weights = time.perf_counter()
             try:
                 got = refresh_weights(
                     weights, version, stop, need_new=version <= must_exceed,
@@ -150,6 +151,8 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
             except RunFinished:
                 finished = True
                 break
+            finally:
+                metrics.add_time("weights", time.perf_counter() - t_weights)
             if got is not None:
                 version, policy, actor_map = got
                 sent_at_version = 0
@@ -164,7 +167,10 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
             if runner.env_steps == 0:
                 # Start-up time is measured to here (benchmarks/e2e.py reads this line).
                 log.info("first env step at unix %.6f", time.time())
+            t_sample = time.perf_counter()
             batch = runner.sample(policy, policy_version=version, seq=seq)
+            t_send = time.perf_counter()
+            metrics.add_time("sample", t_send - t_sample)
             batch.sent = seq + 1  # rollout ledger (ROLLOUT.md `sent`): sent, this one included
             beat()
             frames = encode(batch)
@@ -186,10 +192,11 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
                 metrics.record_batch(
                     env_steps=batch.num_steps * batch.num_envs, policy_version=version
                 )
+            metrics.add_time("send", time.perf_counter() - t_send)
             if time.monotonic() - last_report > 10:
                 last_report = time.monotonic()
-                log.info("actor %s: %d batches, %d env steps, policy v%d", actor_id, seq,
-                         runner.env_steps, version)  # fmt: skip
+                log.info("actor %s: %d batches, %d env steps, policy v%d; time: %s", actor_id,
+                         seq, runner.env_steps, version, metrics.time_split())  # fmt: skip
     finally:
         sender.close()
         weights.close()
@@ -201,6 +208,7 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
         log.info("run %r finished: actor %s exiting after %d batches", s.run_id, actor_id, seq)
     else:
         log.info("actor %s stopped after %d batches", actor_id, seq)
+    log.info("actor %s time: %s", actor_id, metrics.time_split())
     return finished
 
 

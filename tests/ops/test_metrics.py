@@ -55,6 +55,20 @@ def test_actor_metrics_count_batches_and_steps():
     assert registry.get_sample_value("ppomq_actor_sps") > 0
 
 
+def test_actor_time_by_phase_is_counted_and_said_as_shares():
+    registry = CollectorRegistry()
+    m = ActorMetrics(registry)
+    m.add_time("sample", 9.0)
+    m.add_time("weights", 0.5)
+    m.add_time("send", 0.5)
+    m.add_time("sample", 0.0)
+    assert registry.get_sample_value("ppomq_actor_seconds_total", {"phase": "sample"}) == 9.0
+    assert m.time_split() == "sample 90.0%, weights 5.0%, send 5.0% of 10.0 s"
+    assert ActorMetrics(CollectorRegistry()).time_split() == (
+        "sample 0.0%, weights 0.0%, send 0.0% of 0.0 s"
+    )
+
+
 def test_port_zero_serves_nothing_and_a_taken_port_is_an_error():
     start_metrics_server(0)  # off: returns without binding anything
     with socket.socket() as taken:
