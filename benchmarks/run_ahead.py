@@ -1,0 +1,318 @@
+"""The trade of issue 19: lock-step actors against actors that run ahead, with GAE or V-trace.
+
+    .venv/bin/python -m benchmarks.run_ahead [--tasks cartpole,acrobot,halfcheetah]
+        [--seeds 1,2,3,4,5] [--arms lockstep,runahead-gae,runahead-vtrace] [--scan]
+        [--out benchmarks/results] [--workdir runs/bench-run-ahead] [--lock PATH]
+
+Arms, each the task's command plus:
+  lockstep         --batches-per-version 1 --targets gae (the defaults before issue 19: an
+                   actor sends one batch per version, then waits for the next)
+  runahead-gae     --batches-per-version 0 --max-staleness 16 --targets gae (actors never
+                   wait; batches up to 16 versions old train as if fresh)
+  runahead-vtrace  --batches-per-version 0 --max-staleness 16 --targets vtrace (the same
+                   batches, corrected with V-trace for the learner's current policy)
+Tasks: CartPole-v1 and Acrobot-v1 (ppomq's defaults, 2 actors; to the env's own solved
+threshold, 475 and -100, within a step cap), HalfCheetah-v5 (`--preset mujoco`, 1M steps,
+a 10-episode greedy evaluation). `--scan` adds runahead-vtrace at 1 and 4 actors with the
+update size of 2 (--batch-samples fixed), to show the algorithm does not move with N.
+
+Each run is its own `ppomq train`, timed from the command to its exit, one at a time under
+the bench lock; seeds outermost, the arms' order rotating with the seed. Per run: command
+time, steps and seconds (from the command) to the target, final return (mean of the last 20
+training episodes), greedy eval, waste (batches refused or dropped / produced), mean policy
+age of trained batches, the actors' share of main-loop time spent sampling (their
+`time:` log line) and the learner's share of update time spent waiting for data.
+Results: OUT/run_ahead.{json,md}, rewritten after every run; a second invocation skips
+runs already recorded as ok.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import shutil
+import statistics
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks import learning
+
+ROOT = learning.ROOT
+RESULTS = learning.RESULTS
+WORKDIR = ROOT / "runs" / "bench-run-ahead"
+
+TASKS: dict[str, dict[str, Any]] = {
+    "cartpole": {"env_id": "CartPole-v1", "flags": "", "steps": 300_000, "target": 475.0},
+    "acrobot": {"env_id": "Acrobot-v1", "flags": "", "steps": 500_000, "target": -100.0},
+    "halfcheetah": {
+        "env_id": "HalfCheetah-v5",
+        "flags": "--preset mujoco --eval-episodes 10",
+        "steps": 1_000_000,
+        "target": None,
+    },
+}
+ARMS: dict[str, str] = {
+    "lockstep": "--batches-per-version 1 --targets gae",
+    "runahead-gae": "--batches-per-version 0 --max-staleness 16 --targets gae",
+    "runahead-vtrace": "--batches-per-version 0 --max-staleness 16 --targets vtrace",
+}
+DEFAULT_ACTORS = 2
+SCAN_ACTORS = (1, 4)
+SCAN_ARM = "runahead-vtrace"
+TIME_SPLIT_RE = re.compile(r"time: sample ([0-9.]+)%, weights ([0-9.]+)%, send ([0-9.]+)%")
+
+
+@dataclass(frozen=True)
+class Job:
+    task: str
+    arm: str
+    actors: int
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}-{self.arm}-a{self.actors}-s{self.seed}"
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.task, self.arm, self.actors, self.seed)
+
+
+def plan(tasks: list[str], arms: list[str], seeds: list[int], scan: bool) -> list[Job]:
+    jobs = []
+    for i, seed in enumerate(seeds):
+        order = arms[i % len(arms) :] + arms[: i % len(arms)]
+        for task in tasks:
+            jobs += [Job(task, arm, DEFAULT_ACTORS, seed) for arm in order]
+            if scan:
+                jobs += [Job(task, SCAN_ARM, n, seed) for n in SCAN_ACTORS]
+    return jobs
+
+
+def command(job: Job, run_dir: Path) -> list[str]:
+    task = TASKS[job.task]
+    argv = [".venv/bin/ppomq", "train", *shlex.split(task["flags"]), "--env-id", task["env_id"]]
+    argv += ["--total-steps", str(task["steps"]), "--seed", str(job.seed)]
+    argv += ["--run-dir", str(run_dir), "--no-progress", *shlex.split(ARMS[job.arm])]
+    if task["target"] is not None:
+        argv += ["--target-return", f"{task['target']:g}", "--eval-episodes", "0"]
+    # The update is DEFAULT_ACTORS' worth of batches whatever the number of actors.
+    argv += ["--actors", str(job.actors), "--batch-samples", "0"]
+    if job.actors != DEFAULT_ACTORS:
+        argv[-1] = str(_update_samples(job.task))
+    return argv
+
+
+def _update_samples(task: str) -> int:
+    """The update size DEFAULT_ACTORS actors give with the task's settings."""
+    from ppomq.settings import TrainSettings
+    from ppomq.settings.layering import load_settings
+
+    flags = shlex.split(TASKS[task]["flags"])
+    preset = {"preset": flags[flags.index("--preset") + 1]} if "--preset" in flags else {}
+    s = load_settings(TrainSettings, preset)
+    return DEFAULT_ACTORS * s.num_envs * s.num_steps
+
+
+def actor_sample_share(run_dir: Path) -> float | None:
+    """Mean over the actors of the share of main-loop time spent in sample() (each actor's
+    last `time:` line), as a fraction."""
+    shares = []
+    for log in sorted((run_dir / "logs").glob("actor-*.log")):
+        found = TIME_SPLIT_RE.findall(log.read_text(errors="replace"))
+        if found:
+            shares.append(float(found[-1][0]) / 100)
+    return round(statistics.fmean(shares), 4) if shares else None
+
+
+def run_figures(run_dir: Path, t_cmd: float, target: float | None) -> dict[str, Any]:
+    """What a run's dir says, beyond learning.collect_ppomq's figures."""
+    rec = learning.collect_ppomq(run_dir, t_cmd)
+    s = json.loads((run_dir / "summary.json").read_text())
+    ages = {int(k): v for k, v in s.get("policy_age_histogram", {}).items()}
+    phases = s.get("learner_time_s", {})
+    busy = sum(phases.values())
+    rec.update(
+        waste_ratio=round(float(s.get("waste_ratio") or 0.0), 4),
+        mean_policy_age=round(sum(k * v for k, v in ages.items()) / sum(ages.values()), 3)
+        if ages
+        else None,
+        learner_wait_share=round(phases.get("wait", 0.0) / busy, 4) if busy else None,
+        actor_sample_share=actor_sample_share(run_dir),
+        versions=s.get("versions"),
+    )
+    if target is not None:
+        rec["time_to_target_s"] = learning.time_to(rec["curve"], target)
+    return rec
+
+
+def run_job(job: Job, workdir: Path, lock: str | None, timeout_s: float) -> dict[str, Any]:
+    run_dir = workdir / job.name
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    rec: dict[str, Any] = {
+        "task": job.task, "arm": job.arm, "actors": job.actors, "seed": job.seed,
+        "env_id": TASKS[job.task]["env_id"], "run_dir": str(run_dir), "ok": False,
+        "command": shlex.join(command(job, run_dir)),
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }  # fmt: skip
+    with learning.FileLock(lock) as fl:
+        proc = learning.run_process(command(job, run_dir), run_dir, timeout_s)
+    rec["lock_wait_s"] = fl.waited_s
+    t_cmd = proc.pop("t_cmd")
+    rec.update(proc)
+    if rec["error"] is None:
+        try:
+            rec.update(run_figures(run_dir, t_cmd, TASKS[job.task]["target"]))
+            rec["ok"] = True
+        except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
+            rec["error"] = f"could not read the results: {exc!r}"
+    return rec
+
+
+# --- summarising -----------------------------------------------------------------------------
+
+FIGURES = (
+    ("command_s", "command (s)", "{:,.1f}"),
+    ("solved_at_env_steps", "steps to target", "{:,.0f}"),
+    ("time_to_target_s", "s to target", "{:,.1f}"),
+    ("mean_return_20", "final return", "{:,.1f}"),
+    ("eval_return", "greedy eval", "{:,.1f}"),
+    ("sps", "SPS", "{:,.0f}"),
+    ("actor_sample_share", "actors sampling", "{:.0%}"),
+    ("learner_wait_share", "learner waiting", "{:.0%}"),
+    ("waste_ratio", "waste", "{:.1%}"),
+    ("mean_policy_age", "policy age", "{:.2f}"),
+)
+
+
+def _median(values: list[Any]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (task, arm, actors): the median of each figure over the ok seeds, how many seeds
+    reached the target, and the per-seed ratios to lockstep's command time and steps."""
+    ok = [r for r in runs if r.get("ok")]
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in ok:
+        groups.setdefault((r["task"], r["arm"], r["actors"]), []).append(r)
+    out = []
+    for (task, arm, actors), rs in sorted(groups.items(), key=lambda kv: _order(kv[0])):
+        row: dict[str, Any] = {"task": task, "arm": arm, "actors": actors, "seeds": len(rs)}
+        for key, _, _ in FIGURES:
+            row[key] = _median([r.get(key) for r in rs])
+        if TASKS[task]["target"] is not None:
+            row["reached"] = sum(r.get("solved_at_env_steps") is not None for r in rs)
+        base = {r["seed"]: r for r in groups.get((task, "lockstep", DEFAULT_ACTORS), [])}
+        for key in ("command_s", "time_to_target_s", "solved_at_env_steps"):
+            pairs = [
+                r[key] / base[r["seed"]][key]
+                for r in rs
+                if r["seed"] in base and r.get(key) and base[r["seed"]].get(key)
+            ]
+            row[f"{key}_vs_lockstep"] = round(statistics.median(pairs), 3) if pairs else None
+        out.append(row)
+    return out
+
+
+def _order(key: tuple[str, str, int]) -> tuple[int, int, int]:
+    task, arm, actors = key
+    return (list(TASKS).index(task), list(ARMS).index(arm), actors)
+
+
+def render_markdown(doc: dict[str, Any]) -> str:
+    m = doc.get("machine", {})
+    lines = [
+        "# Lock-step against run-ahead actors (issue 19)",
+        "",
+        f"`{'`, `'.join(doc.get('invocations', [])[-3:])}` on {m.get('cpus')} CPUs "
+        f"({m.get('platform')}), last updated {doc.get('updated_at')}. Medians over seeds; "
+        "ratios are medians of per-seed ratios to lockstep (2 actors) on the same seed. "
+        "Arms: " + "; ".join(f"{a} = `{f}`" for a, f in ARMS.items()) + ".",
+        "",
+        "| task | arm | actors | seeds | reached | "
+        + " | ".join(label for _, label, _ in FIGURES)
+        + " | command vs lockstep | to target vs lockstep | steps vs lockstep |",
+        "|---|---|---:|---:|---:|" + "---:|" * (len(FIGURES) + 3),
+    ]
+    for row in doc.get("summary", []):
+        cells = [
+            "–" if row.get(k) is None else fmt.format(row[k]) for k, _, fmt in FIGURES
+        ]  # fmt: skip
+        ratios = [
+            "–" if row.get(f"{k}_vs_lockstep") is None else f"{row[f'{k}_vs_lockstep']:.2f}×"
+            for k in ("command_s", "time_to_target_s", "solved_at_env_steps")
+        ]
+        reached = f"{row['reached']}/{row['seeds']}" if "reached" in row else "–"
+        lines.append(
+            f"| {row['task']} | {row['arm']} | {row['actors']} | {row['seeds']} | {reached} | "
+            + " | ".join(cells + ratios)
+            + " |"
+        )
+    lines += ["", "## Every run", "", "| run | ok | command (s) | steps to target | final |"]
+    lines.append("|---|---|---:|---:|---:|")
+    for r in doc.get("runs", []):
+        lines.append(
+            f"| {r['task']}-{r['arm']}-a{r['actors']}-s{r['seed']} | "
+            f"{'yes' if r.get('ok') else 'no: ' + str(r.get('error'))[:100]} | "
+            f"{r.get('command_s', '–')} | {r.get('solved_at_env_steps') or '–'} | "
+            f"{r.get('mean_return_20', '–')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def save(doc: dict[str, Any], out: Path) -> None:
+    doc["summary"] = summarise(doc["runs"])
+    doc["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    doc["machine"] = learning.machine()
+    out.mkdir(parents=True, exist_ok=True)
+    learning.write_json(out / "run_ahead.json", doc)
+    (out / "run_ahead.md").write_text(render_markdown(doc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run_ahead", description=__doc__)
+    p.add_argument("--tasks", default=",".join(TASKS))
+    p.add_argument("--arms", default=",".join(ARMS))
+    p.add_argument("--seeds", default="1,2,3,4,5")
+    p.add_argument("--scan", action="store_true", help="also runahead-vtrace at 1 and 4 actors")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--workdir", type=Path, default=WORKDIR)
+    p.add_argument("--lock", default=learning.LOCK)
+    p.add_argument("--timeout-s", type=float, default=3600.0)
+    args = p.parse_args(argv)
+    tasks, arms = learning._csv_list(args.tasks), learning._csv_list(args.arms)
+    unknown = sorted(set(tasks) - set(TASKS)) + sorted(set(arms) - set(ARMS))
+    if unknown:
+        print(f"benchmarks.run_ahead: unknown task or arm {unknown}; tasks: "
+              f"{', '.join(TASKS)}; arms: {', '.join(ARMS)}", file=sys.stderr)  # fmt: skip
+        return 2
+    jobs = plan(tasks, arms, [int(s) for s in learning._csv_list(args.seeds)], args.scan)
+    path = args.out / "run_ahead.json"
+    doc = json.loads(path.read_text()) if path.exists() else {"runs": [], "invocations": []}
+    doc["invocations"] = [*doc["invocations"], "python -m benchmarks.run_ahead "
+                          + shlex.join(argv if argv is not None else sys.argv[1:])]  # fmt: skip
+    done = {(r["task"], r["arm"], r["actors"], r["seed"]) for r in doc["runs"] if r.get("ok")}
+    todo = [j for j in jobs if j.key not in done]
+    print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already recorded; {len(todo)} to run")
+    workdir = args.workdir.resolve()
+    for n, job in enumerate(todo, 1):
+        print(f"[{n}/{len(todo)}] {job.name} ...", flush=True)
+        rec = run_job(job, workdir, args.lock or None, args.timeout_s)
+        doc["runs"] = [
+            r for r in doc["runs"] if (r["task"], r["arm"], r["actors"], r["seed"]) != job.key
+        ] + [rec]
+        save(doc, args.out)
+        print(f"    {'ok' if rec['ok'] else 'FAILED: ' + str(rec['error'])[:200]}", flush=True)
+    return 0 if all(r.get("ok") for r in doc["runs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
