@@ -1,10 +1,12 @@
-"""The trade of issue 19: lock-step actors against actors that run ahead, with GAE or V-trace.
+"""ppomq against itself under other settings (issue 19), one study at a time:
 
-    .venv/bin/python -m benchmarks.run_ahead [--tasks cartpole,acrobot,halfcheetah]
-        [--seeds 1,2,3,4,5] [--arms lockstep,runahead-gae,runahead-vtrace] [--scan]
-        [--out benchmarks/results] [--workdir runs/bench-run-ahead] [--lock PATH]
+    .venv/bin/python -m benchmarks.variants run-ahead [--tasks cartpole,acrobot,halfcheetah]
+        [--seeds 1,2,3,4,5] [--arms ...] [--scan] [--out benchmarks/results]
+        [--workdir runs/bench-variants] [--lock PATH]
+    .venv/bin/python -m benchmarks.variants objective [--tasks cartpole,halfcheetah] ...
 
-Arms, each the task's command plus:
+run-ahead: lock-step actors against actors that run ahead, with GAE or V-trace. Arms, each
+the task's command plus:
   lockstep         --batches-per-version 1 --targets gae (the defaults before issue 19: an
                    actor sends one batch per version, then waits for the next)
   runahead-gae     --batches-per-version 0 --max-staleness 16 --targets gae (actors never
@@ -16,14 +18,21 @@ threshold, 475 and -100, within a step cap), HalfCheetah-v5 (`--preset mujoco`, 
 a 10-episode greedy evaluation). `--scan` adds runahead-vtrace at 1 and 4 actors with the
 update size of 2 (--batch-samples fixed), to show the algorithm does not move with N.
 
+objective: PPO's clipped surrogate against its adaptive KL penalty (the PPO paper, section
+4), both in sync mode (exact on-policy PPO): sync-clip `--mode sync --objective clip`,
+sync-kl-penalty `--mode sync --objective kl-penalty`, on CartPole-v1 and HalfCheetah-v5;
+KL and clip-fraction curves (the learner's approx_kl and clip_fraction per update) go to
+OUT/variants_objective.png.
+
 Each run is its own `ppomq train`, timed from the command to its exit, one at a time under
 the bench lock; seeds outermost, the arms' order rotating with the seed. Per run: command
 time, steps and seconds (from the command) to the target, final return (mean of the last 20
 training episodes), greedy eval, waste (batches refused or dropped / produced), mean policy
 age of trained batches, the actors' share of main-loop time spent sampling (their
-`time:` log line) and the learner's share of update time spent waiting for data.
-Results: OUT/run_ahead.{json,md}, rewritten after every run; a second invocation skips
-runs already recorded as ok.
+`time:` log line), the learner's share of update time spent waiting for data, and the
+median approx_kl and clip fraction over the updates. Ratios are per seed, to the study's
+baseline arm (lockstep; sync-clip). Results: OUT/variants_{study}.{json,md(,png)},
+rewritten after every run; a second invocation skips runs already recorded as ok.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ from benchmarks import learning
 
 ROOT = learning.ROOT
 RESULTS = learning.RESULTS
-WORKDIR = ROOT / "runs" / "bench-run-ahead"
+WORKDIR = ROOT / "runs" / "bench-variants"
 
 TASKS: dict[str, dict[str, Any]] = {
     "cartpole": {"env_id": "CartPole-v1", "flags": "", "steps": 300_000, "target": 475.0},
@@ -56,15 +65,37 @@ TASKS: dict[str, dict[str, Any]] = {
         "target": None,
     },
 }
-ARMS: dict[str, str] = {
-    "lockstep": "--batches-per-version 1 --targets gae",
-    "runahead-gae": "--batches-per-version 0 --max-staleness 16 --targets gae",
-    "runahead-vtrace": "--batches-per-version 0 --max-staleness 16 --targets vtrace",
+STUDIES: dict[str, dict[str, Any]] = {
+    "run-ahead": {
+        "tasks": ("cartpole", "acrobot", "halfcheetah"),
+        "arms": {
+            "lockstep": "--batches-per-version 1 --targets gae",
+            "runahead-gae": "--batches-per-version 0 --max-staleness 16 --targets gae",
+            "runahead-vtrace": "--batches-per-version 0 --max-staleness 16 --targets vtrace",
+        },
+    },
+    "objective": {
+        "tasks": ("cartpole", "halfcheetah"),
+        "arms": {
+            "sync-clip": "--mode sync --objective clip",
+            "sync-kl-penalty": "--mode sync --objective kl-penalty",
+        },
+    },
 }
+ARMS: dict[str, str] = {a: f for st in STUDIES.values() for a, f in st["arms"].items()}
 DEFAULT_ACTORS = 2
 SCAN_ACTORS = (1, 4)
 SCAN_ARM = "runahead-vtrace"
 TIME_SPLIT_RE = re.compile(r"time: sample ([0-9.]+)%, weights ([0-9.]+)%, send ([0-9.]+)%")
+
+
+def study_of(arm: str) -> str:
+    return next(name for name, st in STUDIES.items() if arm in st["arms"])
+
+
+def baseline_of(arm: str) -> str:
+    """The study's first arm: what the others are compared with."""
+    return next(iter(STUDIES[study_of(arm)]["arms"]))
 
 
 @dataclass(frozen=True)
@@ -142,6 +173,7 @@ def run_figures(run_dir: Path, t_cmd: float, target: float | None) -> dict[str, 
         mean_policy_age=round(sum(k * v for k, v in ages.items()) / sum(ages.values()), 3)
         if ages
         else None,
+        **_kl_figures(run_dir),
         learner_wait_share=round(phases.get("wait", 0.0) / busy, 4) if busy else None,
         actor_sample_share=actor_sample_share(run_dir),
         versions=s.get("versions"),
@@ -149,6 +181,25 @@ def run_figures(run_dir: Path, t_cmd: float, target: float | None) -> dict[str, 
     if target is not None:
         rec["time_to_target_s"] = learning.time_to(rec["curve"], target)
     return rec
+
+
+def _kl_figures(run_dir: Path) -> dict[str, Any]:
+    """Median approx_kl and clip fraction over the updates, and their curve (thinned)."""
+    import csv
+
+    with (run_dir / "progress.csv").open() as fh:
+        rows = [
+            (int(r["env_steps"]), float(r["losses/approx_kl"]), float(r["losses/clip_fraction"]))
+            for r in csv.DictReader(fh)
+            if r.get("losses/approx_kl") not in (None, "")
+        ]
+    if not rows:
+        return {"approx_kl": None, "clip_fraction": None, "kl_curve": []}
+    return {
+        "approx_kl": round(statistics.median(r[1] for r in rows), 5),
+        "clip_fraction": round(statistics.median(r[2] for r in rows), 4),
+        "kl_curve": [[s, round(k, 5), round(c, 4)] for s, k, c in learning.thin(rows, 200)],
+    }
 
 
 def run_job(job: Job, workdir: Path, lock: str | None, timeout_s: float) -> dict[str, Any]:
@@ -188,6 +239,8 @@ FIGURES = (
     ("learner_wait_share", "learner waiting", "{:.0%}"),
     ("waste_ratio", "waste", "{:.1%}"),
     ("mean_policy_age", "policy age", "{:.2f}"),
+    ("approx_kl", "approx KL", "{:.4f}"),
+    ("clip_fraction", "clip fraction", "{:.3f}"),
 )
 
 
@@ -198,7 +251,8 @@ def _median(values: list[Any]) -> float | None:
 
 def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (task, arm, actors): the median of each figure over the ok seeds, how many seeds
-    reached the target, and the per-seed ratios to lockstep's command time and steps."""
+    reached the target, and the per-seed ratios to the baseline arm's command time, time
+    to target and steps to target."""
     ok = [r for r in runs if r.get("ok")]
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in ok:
@@ -210,14 +264,15 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[key] = _median([r.get(key) for r in rs])
         if TASKS[task]["target"] is not None:
             row["reached"] = sum(r.get("solved_at_env_steps") is not None for r in rs)
-        base = {r["seed"]: r for r in groups.get((task, "lockstep", DEFAULT_ACTORS), [])}
+        baseline = groups.get((task, baseline_of(arm), DEFAULT_ACTORS), [])
+        base = {r["seed"]: r for r in baseline}
         for key in ("command_s", "time_to_target_s", "solved_at_env_steps"):
             pairs = [
                 r[key] / base[r["seed"]][key]
                 for r in rs
                 if r["seed"] in base and r.get(key) and base[r["seed"]].get(key)
             ]
-            row[f"{key}_vs_lockstep"] = round(statistics.median(pairs), 3) if pairs else None
+            row[f"{key}_vs_baseline"] = round(statistics.median(pairs), 3) if pairs else None
         out.append(row)
     return out
 
@@ -227,19 +282,27 @@ def _order(key: tuple[str, str, int]) -> tuple[int, int, int]:
     return (list(TASKS).index(task), list(ARMS).index(arm), actors)
 
 
+TITLES = {
+    "run-ahead": "Lock-step against run-ahead actors (issue 19)",
+    "objective": "Clipped PPO against PPO with an adaptive KL penalty, sync mode (issue 19)",
+}
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     m = doc.get("machine", {})
+    arms = STUDIES[doc["study"]]["arms"]
+    base = next(iter(arms))
     lines = [
-        "# Lock-step against run-ahead actors (issue 19)",
+        f"# {TITLES[doc['study']]}",
         "",
         f"`{'`, `'.join(doc.get('invocations', [])[-3:])}` on {m.get('cpus')} CPUs "
         f"({m.get('platform')}), last updated {doc.get('updated_at')}. Medians over seeds; "
-        "ratios are medians of per-seed ratios to lockstep (2 actors) on the same seed. "
-        "Arms: " + "; ".join(f"{a} = `{f}`" for a, f in ARMS.items()) + ".",
+        f"ratios are medians of per-seed ratios to {base} ({DEFAULT_ACTORS} actors) on the "
+        "same seed. Arms: " + "; ".join(f"{a} = `{f}`" for a, f in arms.items()) + ".",
         "",
         "| task | arm | actors | seeds | reached | "
         + " | ".join(label for _, label, _ in FIGURES)
-        + " | command vs lockstep | to target vs lockstep | steps vs lockstep |",
+        + f" | command vs {base} | to target vs {base} | steps vs {base} |",
         "|---|---|---:|---:|---:|" + "---:|" * (len(FIGURES) + 3),
     ]
     for row in doc.get("summary", []):
@@ -247,7 +310,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "–" if row.get(k) is None else fmt.format(row[k]) for k, _, fmt in FIGURES
         ]  # fmt: skip
         ratios = [
-            "–" if row.get(f"{k}_vs_lockstep") is None else f"{row[f'{k}_vs_lockstep']:.2f}×"
+            "–" if row.get(f"{k}_vs_baseline") is None else f"{row[f'{k}_vs_baseline']:.2f}×"
             for k in ("command_s", "time_to_target_s", "solved_at_env_steps")
         ]
         reached = f"{row['reached']}/{row['seeds']}" if "reached" in row else "–"
@@ -268,19 +331,57 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def result_path(out: Path, study: str, ext: str) -> Path:
+    return out / f"variants_{study.replace('-', '_')}.{ext}"
+
+
 def save(doc: dict[str, Any], out: Path) -> None:
     doc["summary"] = summarise(doc["runs"])
     doc["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     doc["machine"] = learning.machine()
     out.mkdir(parents=True, exist_ok=True)
-    learning.write_json(out / "run_ahead.json", doc)
-    (out / "run_ahead.md").write_text(render_markdown(doc))
+    learning.write_json(result_path(out, doc["study"], "json"), doc)
+    result_path(out, doc["study"], "md").write_text(render_markdown(doc))
+    if doc["study"] == "objective":
+        plot_kl(doc, result_path(out, doc["study"], "png"))
+
+
+def plot_kl(doc: dict[str, Any], path: Path) -> None:
+    """Per task: approx_kl and clip fraction against env steps, one line per arm and seed."""
+    runs = [r for r in doc["runs"] if r.get("ok") and r.get("kl_curve")]
+    tasks = [t for t in TASKS if any(r["task"] == t for r in runs)]
+    if not tasks:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(tasks), 2, figsize=(12, 4 * len(tasks)), squeeze=False)
+    arms = list(STUDIES[doc["study"]]["arms"])
+    for (ax_kl, ax_cf), task in zip(axes, tasks, strict=True):
+        for r in (r for r in runs if r["task"] == task):
+            kw = {"color": f"C{arms.index(r['arm'])}", "lw": 0.8, "alpha": 0.8,
+                  "label": f"{r['arm']} seed {r['seed']}"}  # fmt: skip
+            pts = r["kl_curve"]
+            ax_kl.plot([p[0] for p in pts], [p[1] for p in pts], **kw)
+            ax_cf.plot([p[0] for p in pts], [p[2] for p in pts], **kw)
+        ax_kl.set_title(f"{TASKS[task]['env_id']}: approx KL per update")
+        ax_cf.set_title("clip fraction per update")
+        for ax in (ax_kl, ax_cf):
+            ax.set_xlabel("env steps")
+            ax.grid(alpha=0.3)
+        ax_kl.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.run_ahead", description=__doc__)
-    p.add_argument("--tasks", default=",".join(TASKS))
-    p.add_argument("--arms", default=",".join(ARMS))
+    p = argparse.ArgumentParser(prog="python -m benchmarks.variants", description=__doc__)
+    p.add_argument("study", choices=list(STUDIES))
+    p.add_argument("--tasks", help="comma-separated (default: the study's)")
+    p.add_argument("--arms", help="comma-separated (default: the study's)")
     p.add_argument("--seeds", default="1,2,3,4,5")
     p.add_argument("--scan", action="store_true", help="also runahead-vtrace at 1 and 4 actors")
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -288,16 +389,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lock", default=learning.LOCK)
     p.add_argument("--timeout-s", type=float, default=3600.0)
     args = p.parse_args(argv)
-    tasks, arms = learning._csv_list(args.tasks), learning._csv_list(args.arms)
-    unknown = sorted(set(tasks) - set(TASKS)) + sorted(set(arms) - set(ARMS))
+    study = STUDIES[args.study]
+    tasks = learning._csv_list(args.tasks) if args.tasks else list(study["tasks"])
+    arms = learning._csv_list(args.arms) if args.arms else list(study["arms"])
+    unknown = sorted(set(tasks) - set(TASKS)) + sorted(set(arms) - set(study["arms"]))
     if unknown:
-        print(f"benchmarks.run_ahead: unknown task or arm {unknown}; tasks: "
-              f"{', '.join(TASKS)}; arms: {', '.join(ARMS)}", file=sys.stderr)  # fmt: skip
+        print(f"benchmarks.variants: unknown task or arm {unknown}; tasks: "
+              f"{', '.join(TASKS)}; arms: {', '.join(study['arms'])}", file=sys.stderr)  # fmt: skip
         return 2
     jobs = plan(tasks, arms, [int(s) for s in learning._csv_list(args.seeds)], args.scan)
-    path = args.out / "run_ahead.json"
+    path = result_path(args.out, args.study, "json")
     doc = json.loads(path.read_text()) if path.exists() else {"runs": [], "invocations": []}
-    doc["invocations"] = [*doc["invocations"], "python -m benchmarks.run_ahead "
+    doc["study"] = args.study
+    doc["invocations"] = [*doc["invocations"], "python -m benchmarks.variants "
                           + shlex.join(argv if argv is not None else sys.argv[1:])]  # fmt: skip
     done = {(r["task"], r["arm"], r["actors"], r["seed"]) for r in doc["runs"] if r.get("ok")}
     todo = [j for j in jobs if j.key not in done]
