@@ -3,7 +3,8 @@
     .venv/bin/python -m benchmarks.learning learning       # ppomq: HalfCheetah, Hopper,
                                                          # Walker2d (-v5), seeds 1,2,3, 1M steps
     .venv/bin/python -m benchmarks.learning side-by-side   # HalfCheetah-v5, ppomq vs CleanRL vs
-                                                         # SB3, seeds 1,2, 1M steps
+                                                         # SB3 vs Sample Factory, seeds 1,2,
+                                                         # 1M steps
     .venv/bin/python -m benchmarks.learning atari          # BreakoutNoFrameskip-v4, ppomq
                                                          # (seeds 1,2) vs SB3 vs Sample
                                                          # Factory, 1M steps
@@ -29,6 +30,9 @@ The contenders:
   model and reward for HalfCheetah); every record names the env it ran.
 - sb3: Stable-Baselines3 PPO with CleanRL's settings and VecNormalize
   (contenders/sb3_mujoco.py, from .venv's `bench` extra).
+- sf: Sample Factory 2.1.1's own MuJoCo example with its own settings (8 workers x 8 envs),
+  in its own venv (bash benchmarks/contenders/sf_setup.sh; runner: contenders/sf_mujoco.py);
+  like CleanRL it runs -v4, and it is compared on its training return (no greedy eval).
 
 On Atari (`atari` mode): ppomq runs `--preset atari` with a 2-thread learner
 (DEFAULT_ATARI_PPOMQ_CMD; the learner is the bottleneck there, benchmarks/results/
@@ -110,7 +114,7 @@ MODES: dict[str, dict[str, Any]] = {
     "side-by-side": {
         "tasks": SIDE_BY_SIDE_TASKS,
         "seeds": (1, 2),
-        "contenders": ("ppomq", "cleanrl", "sb3"),
+        "contenders": ("ppomq", "cleanrl", "sb3", "sf"),
     },
     # Issue 18: SB3 takes over an hour per 1M steps here, so it runs seed 1 only (--seeds).
     "atari": {"tasks": ATARI_TASKS, "seeds": (1, 2), "contenders": ("ppomq", "sb3", "sf")},
@@ -195,8 +199,9 @@ def family(mode: str) -> str:
 
 
 def env_for(contender: str, task: str) -> str:
-    """The env id a contender can run: CleanRL's gymnasium 0.28 has only the -v4 tasks."""
-    if contender == "cleanrl" and task.endswith("-v5"):
+    """The env id a contender can run: CleanRL's gymnasium 0.28 and Sample Factory's 0.29
+    have only the -v4 tasks."""
+    if contender in ("cleanrl", "sf") and task.endswith("-v5"):
         return task[: -len("-v5")] + "-v4"
     return task
 
@@ -243,7 +248,8 @@ def command(job: Job, run_dir: Path, tools: Tools) -> list[str]:
         "--run-dir",
         str(run_dir),
         "--eval-episodes",
-        str(tools.eval_episodes),
+        # Sample Factory is compared on its training return (no greedy evaluation).
+        str(0 if job.contender == "sf" else tools.eval_episodes),
     ]
 
 

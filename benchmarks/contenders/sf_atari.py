@@ -73,55 +73,24 @@ import time
 T_START = time.time()  # before the heavy imports: the harness times the whole process
 
 import argparse  # noqa: E402
-import bisect  # noqa: E402
-import csv  # noqa: E402
-import importlib.metadata  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
-
-from benchmarks.contenders.mujoco_common import MEAN_WINDOW, EpisodeLog, write_result  # noqa: E402
+from benchmarks.contenders.mujoco_common import MEAN_WINDOW, write_result  # noqa: E402
+from benchmarks.contenders.sf_common import (  # noqa: E402
+    ScoreLog,
+    jsonable,
+    merge_episodes,
+    read_env_logs,
+    run_sf,
+    versions,
+)
 
 EPISODE_DIR_VAR = "SF_ATARI_EPISODE_DIR"  # inherited by SF's spawned worker processes
-HEARTBEAT_STEPS = 1000
 TOTAL_ENVS = 8  # the example's num_workers 8 x num_envs_per_worker 1
 DEFAULT_WORKERS = 2  # one rollout worker per core on the 2-core benchmark machine
-
-
-class ScoreLog(gym.Wrapper):
-    """Appends `unix,agent_steps,score` rows for one env instance to its own CSV file."""
-
-    def __init__(self, env: gym.Env, path: Path) -> None:
-        super().__init__(env)
-        self.path, self.steps, self.file = path, 0, None
-
-    def _row(self, score: float | None) -> None:
-        if self.file is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.file = open(self.path, "a", buffering=1)  # noqa: SIM115 (closed in close())
-        text = "" if score is None else repr(score)
-        self.file.write(f"{time.time():.3f},{self.steps},{text}\n")
-
-    def step(self, action: Any) -> Any:
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self.steps += 1
-        episode = info.get("episode")
-        if episode is not None:  # RecordEpisodeStatistics on the raw env: a whole game over
-            self._row(float(np.asarray(episode["r"]).reshape(-1)[0]))
-        elif self.steps == 1 or self.steps % HEARTBEAT_STEPS == 0:
-            self._row(None)
-        return obs, reward, terminated, truncated, info
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
-        super().close()
 
 
 def make_scored_env(full_env_name: str, cfg: Any, env_config: Any, render_mode: Any = None) -> Any:
@@ -145,65 +114,6 @@ def sf_env_name(env_id: str) -> str:
     sys.exit(f"sf_atari: {env_id} is not one of sf_examples.atari's games")
 
 
-def read_env_logs(episode_dir: Path) -> list[list[tuple[float, int, float | None]]]:
-    logs = []
-    for path in sorted(episode_dir.glob("env-*.csv")):
-        rows = []
-        with open(path) as f:
-            for unix, steps, score in csv.reader(f):
-                rows.append((float(unix), int(steps), float(score) if score else None))
-        if rows:
-            logs.append(rows)
-    return logs
-
-
-def steps_at(rows: list[tuple[float, int, float | None]], times: list[float], t: float) -> float:
-    """One env's agent steps at time t, linear between its rows (0 before the first)."""
-    i = bisect.bisect_right(times, t)
-    if i == 0:
-        return 0.0
-    if i == len(rows):
-        return float(rows[-1][1])
-    (t0, s0, _), (t1, s1, _) = rows[i - 1], rows[i]
-    return s0 + (s1 - s0) * ((t - t0) / (t1 - t0) if t1 > t0 else 0.0)
-
-
-def merge_episodes(logs: list[list[tuple[float, int, float | None]]]) -> EpisodeLog:
-    times = [[r[0] for r in rows] for rows in logs]
-    finished = sorted(
-        (unix, k, steps, score)
-        for k, rows in enumerate(logs)
-        for unix, steps, score in rows
-        if score is not None
-    )
-    log = EpisodeLog()
-    for unix, k, steps, score in finished:
-        others = sum(
-            steps_at(rows, ts, unix)
-            for j, (rows, ts) in enumerate(zip(logs, times, strict=True))
-            if j != k
-        )
-        log.add(round(steps + others), score, unix)
-    return log
-
-
-def versions() -> dict[str, str]:
-    names = ("sample-factory", "torch", "gymnasium", "ale-py", "numpy")
-    return {name: importlib.metadata.version(name) for name in names}
-
-
-def jsonable(cfg: Any) -> dict[str, Any]:
-    out = {}
-    items = cfg.items() if isinstance(cfg, dict) else vars(cfg).items()  # AttrDict or Namespace
-    for key, value in sorted(items):
-        try:
-            json.dumps(value)
-        except TypeError:
-            value = repr(value)
-        out[key] = value
-    return out
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--env-id", default="BreakoutNoFrameskip-v4")
@@ -224,10 +134,7 @@ def main() -> None:
     os.environ[EPISODE_DIR_VAR] = str(episode_dir)
 
     import ale_py  # noqa: F401  (registers the Atari ids in this process too)
-    from sample_factory.algo.runners.runner import AlgoObserver
-    from sample_factory.algo.utils.misc import ExperimentStatus
     from sample_factory.envs.env_utils import register_env
-    from sample_factory.train import make_runner
     from sf_examples.atari.train_atari import parse_atari_args
 
     # The factory must pickle by its module name (SF sends its env registry to spawned
@@ -253,26 +160,7 @@ def main() -> None:
     }
     cfg = parse_atari_args([f"--{k}={v}" for k, v in changed.items()])
 
-    marks: dict[str, Any] = {}
-
-    class Marks(AlgoObserver):
-        def on_start(self, runner: Any) -> None:
-            marks["train_start_unix"] = time.time()
-
-        def on_stop(self, runner: Any) -> None:
-            marks["train_end_unix"] = time.time()
-            marks["sf_env_steps"] = sum(runner.env_steps.values())
-
-    try:
-        cfg, runner = make_runner(cfg)
-        runner.register_observer(Marks())
-        status = runner.init()
-        if status == ExperimentStatus.SUCCESS:
-            status = runner.run()
-    except Exception as e:
-        sys.exit(f"sf_atari: Sample Factory failed: {type(e).__name__}: {e}")
-    if status != ExperimentStatus.SUCCESS or "train_end_unix" not in marks:
-        sys.exit(f"sf_atari: Sample Factory ended with status {status} before finishing training")
+    marks = run_sf(cfg, "sf_atari")
 
     logs = read_env_logs(episode_dir)
     if not logs:
@@ -288,7 +176,7 @@ def main() -> None:
         {
             "contender": "sf",
             "env_id": args.env_id,
-            "versions": versions(),
+            "versions": versions("sample-factory", "torch", "gymnasium", "ale-py", "numpy"),
             "hyperparameters": hyper,
             "torch_threads": 1,
             "script_start_unix": T_START,

@@ -24,7 +24,8 @@ echo '*' >"$VENV/.gitignore"
 "$VENV/bin/pip" install --quiet -r benchmarks/contenders/requirements-sf.txt
 "$VENV/bin/pip" install --quiet --no-deps sample-factory==2.1.1
 # Fail here, not an hour into a benchmark: SF's Atari example imports, knows atari_breakout,
-# and its own env factory makes and steps that env (ROMs included).
+# and its own env factory makes and steps that env (ROMs included); its MuJoCo example's
+# factory makes and steps HalfCheetah-v4.
 "$VENV/bin/python" - <<'PY'
 import importlib.metadata
 
@@ -41,10 +42,16 @@ env = make_atari_env("atari_breakout", cfg, None)
 obs, _ = env.reset(seed=0)
 env.step(env.action_space.sample())
 env.close()
+from sf_examples.mujoco.mujoco_utils import make_mujoco_env
+
+cheetah = make_mujoco_env("mujoco_halfcheetah", None, None)
+cheetah.reset(seed=0)
+cheetah.step(cheetah.action_space.sample())
+cheetah.close()
 print(
     f"ok: sample-factory {importlib.metadata.version('sample-factory')}, atari_breakout = {spec.env_id},"
     f" obs {obs.shape}, gymnasium {gym.__version__}, ale-py {ale_py.__version__},"
-    f" torch {torch.__version__}"
+    f" torch {torch.__version__}, HalfCheetah-v4 on mujoco {importlib.metadata.version('mujoco')}"
 )
 PY
 echo "Sample Factory python: $VENV/bin/python"

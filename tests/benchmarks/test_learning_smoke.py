@@ -86,6 +86,15 @@ def test_cleanrl_runs_v4_where_the_others_run_v5() -> None:
     assert argv[argv.index("--env-id") + 1] == "Hopper-v4"
 
 
+def test_sample_factory_runs_its_mujoco_example_on_v4_without_a_greedy_eval() -> None:
+    job = bench.Job("side-by-side", "HalfCheetah-v5", "sf", 1, 4096)
+    argv = bench.command(job, Path("/r"), bench.Tools(sf_python="/sf/python"))
+    assert argv[:3] == ["/sf/python", "-m", "benchmarks.contenders.sf_mujoco"]
+    assert argv[argv.index("--env-id") + 1] == "HalfCheetah-v4"
+    assert argv[argv.index("--eval-episodes") + 1] == "0"
+    assert "sf" in bench.MODES["side-by-side"]["contenders"]
+
+
 def test_atari_peers_run_their_atari_runners_each_from_its_own_python() -> None:
     tools = bench.Tools(sf_python="/sf/python", sb3_python="/venv/python")
     sf = bench.command(bench.Job("atari", "BreakoutNoFrameskip-v4", "sf", 1, 10), Path("/r"), tools)
