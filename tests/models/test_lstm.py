@@ -16,9 +16,9 @@ CNN = {"arch": "lstm", "encoder": "nature-cnn", "obs_shape": [4, 36, 36],
 GAUSS = dict(MLP, action={"kind": "gaussian", "shape": [2]})
 
 
-def _rollout(model, obs, starts, actions):
+def _rollout(model, obs, starts, actions, state=None):
     """Step by step as an actor does: state carried, reset where an episode starts."""
-    state = model.initial_state(obs.shape[1])
+    state = model.initial_state(obs.shape[1]) if state is None else state
     logps, values = [], []
     for t in range(obs.shape[0]):
         head, value, state = model.forward_sequence(
@@ -42,20 +42,22 @@ def test_one_sequence_pass_equals_stepping_with_the_state_carried(spec):
     else:
         obs = torch.randint(0, 256, (steps, batch, *spec["obs_shape"]), dtype=torch.uint8)
     starts = torch.zeros(steps, batch, dtype=torch.bool)
-    starts[3, 1] = starts[5, 0] = True
+    # Starts at step 0 (over a carried state), inside, twice at one step, and at the end.
+    starts[0, 2] = starts[3, 1] = starts[5, 0] = starts[5, 2] = starts[6, 1] = True
     if model.discrete:
         actions = torch.randint(0, spec["action"]["n"], (steps, batch))
     else:
         actions = torch.randn(steps, batch, 2)
-    ref_logp, ref_value, ref_state = _rollout(model, obs, starts, actions)
+    h0 = (torch.randn(batch, 8), torch.randn(batch, 8))  # a state carried from before
+    ref_logp, ref_value, ref_state = _rollout(model, obs, starts, actions, h0)
     x = model.preprocess(obs.reshape(steps * batch, *obs.shape[2:])).reshape(steps, batch, -1)
     if spec["encoder"] == "nature-cnn":
         x = x.reshape(steps, batch, *spec["obs_shape"])
-    logp, entropy, value = model.evaluate_sequence(x, actions, starts, model.initial_state(batch))
+    logp, entropy, value = model.evaluate_sequence(x, actions, starts, h0)
     torch.testing.assert_close(logp, ref_logp)
     torch.testing.assert_close(value, ref_value)
     assert entropy.shape == (steps, batch)
-    _, _, final = model.forward_sequence(x, starts, model.initial_state(batch))
+    _, _, final = model.forward_sequence(x, starts, h0)
     torch.testing.assert_close(final[0], ref_state[0])
     torch.testing.assert_close(final[1], ref_state[1])
     logp.sum().backward()  # the learner's path differentiates through the whole sequence

@@ -156,15 +156,22 @@ class LSTMActorCritic(nn.Module):
 
     def core(self, feats: Tensor, starts: Tensor, state: State) -> tuple[Tensor, State]:
         """The LSTM over features [T, B, F] from `state`, zeroed at each `starts` [T, B]
-        (True: an episode starts at that step) -> outputs [T, B, H], final state."""
+        (True: an episode starts at that step) -> outputs [T, B, H], final state.
+
+        Between two steps where some row starts an episode the state flows unchanged, so
+        the LSTM runs over each such segment in one call (its own loop over time, in C++)
+        rather than one call per step; the rows that start at a segment's first step have
+        their state zeroed before it. Equal to stepping one step at a time."""
         h, c = state
+        steps = feats.shape[0]
+        cuts = torch.nonzero(starts[1:].any(dim=1)).flatten().add(1).tolist()
         outs = []
-        for t in range(feats.shape[0]):
-            keep = (~starts[t]).to(h.dtype).unsqueeze(-1)  # [B, 1]
-            out, (h1, c1) = self.lstm(feats[t : t + 1], ((h * keep)[None], (c * keep)[None]))
+        for a, b in pairwise([0, *cuts, steps]):
+            keep = (~starts[a]).to(h.dtype).unsqueeze(-1)  # [B, 1]
+            out, (h1, c1) = self.lstm(feats[a:b], ((h * keep)[None], (c * keep)[None]))
             h, c = h1[0], c1[0]
-            outs.append(out[0])
-        return torch.stack(outs), (h, c)
+            outs.append(out)
+        return (outs[0] if len(outs) == 1 else torch.cat(outs)), (h, c)
 
     def head_of(self, pi_out: Tensor) -> Any:
         return pi_out if self.discrete else (pi_out, self.log_std)
