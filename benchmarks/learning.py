@@ -825,6 +825,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "Env steps are agent steps (4 frames each); returns are whole games' raw scores "
             "(every life, unclipped); no greedy evaluation."
         )
+    elif doc["mode"] == "memory":
+        lines[-1] += (
+            f"Eval = {EVAL_EPISODES} greedy episodes, each from a zero recurrent state. A run "
+            f"ends when its mean of the last 20 episodes reaches {MEMORY_TARGET:g} (`to N "
+            "steps` is then the time to that point) or at the step cap."
+        )
     else:
         lines[-1] += (
             f"Eval = {EVAL_EPISODES} greedy episodes with the normalization statistics frozen. "
