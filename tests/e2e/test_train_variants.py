@@ -1,0 +1,47 @@
+"""End to end: the learner's other algorithms through `ppomq train` on CartPole — actors that
+run ahead with V-trace targets, and sync PPO with the adaptive KL penalty — each trains."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+
+import pytest
+
+from .cli import PPOMQ, SMALL
+from .cli import clean_env as _env
+from .test_train import TRAINED_CARTPOLE
+
+pytestmark = pytest.mark.slow
+
+
+def _train(run_dir, *flags: str) -> dict:
+    out = subprocess.run(
+        [*PPOMQ, "train", "--actors", "2", "--total-steps", "6000", "--run-dir", str(run_dir),
+         *SMALL, *flags],
+        capture_output=True, text=True, timeout=240, env=_env(),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads((run_dir / "summary.json").read_text())
+
+
+def test_run_ahead_actors_with_vtrace_targets_train(tmp_path):
+    summary = _train(tmp_path / "vtrace", "--targets", "vtrace", "--batches-per-version", "0",
+                     "--max-staleness", "16")  # fmt: skip
+    assert summary["final_eval_return"] >= TRAINED_CARTPOLE
+    # Actors that never wait send batches older than the version they train: accepted, not
+    # refused, up to 16 versions behind.
+    ages = {int(k): v for k, v in summary["policy_age_histogram"].items()}
+    assert 1 <= max(ages) <= 16
+
+
+def test_sync_ppo_with_the_adaptive_kl_penalty_trains_and_adapts_its_coefficient(tmp_path):
+    run_dir = tmp_path / "klpen"
+    summary = _train(run_dir, "--mode", "sync", "--objective", "kl-penalty")
+    assert summary["final_eval_return"] >= TRAINED_CARTPOLE
+    with (run_dir / "progress.csv").open() as fh:
+        coefs = [float(r["charts/kl_coef"]) for r in csv.DictReader(fh)]
+    assert coefs[0] == 1.0  # --kl-penalty-coef's default, then halved or doubled
+    assert len(set(coefs)) > 1
+    assert all(c / coefs[0] in {2.0**k for k in range(-40, 41)} for c in coefs)
