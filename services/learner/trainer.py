@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -124,6 +124,17 @@ def flatten_batches(
     return flat
 
 
+class _Prepared(NamedTuple):
+    """One update's batch: its tensors on the device, the raw observations (for the
+    normalizer), and on the host, in flatten_arrays' order, the values the targets were
+    computed from and the value targets (for explained variance)."""
+
+    data: Minibatch | SequenceMinibatch
+    raw_obs: torch.Tensor
+    values: np.ndarray
+    returns: np.ndarray
+
+
 class PPOTrainer:
     """Owns the policy and the optimizer; `update(batches)` runs one PPO update.
 
@@ -161,18 +172,56 @@ class PPOTrainer:
         """One PPO update over `batches`; returns CleanRL-named statistics."""
         cfg = self.config
         t0 = time.perf_counter()
-        to_device = self._to_device
-        # The batch's one trip to the device (no copy at all on the CPU). A recurrent
-        # policy trains on whole env sequences, held as rows [E, T, ...]; every other on
-        # samples [T*N, ...]. `flat` keeps the per-step values in flatten_arrays' order
-        # either way (targets and statistics are computed there).
+        batch = self._prepare(batches)
+        t1 = time.perf_counter()
+        lr = self._learning_rate(env_steps)
+        history, n_mb = self._sgd(batch, lr)
+        kl_coef_used = self.kl_coef
+        if cfg.objective == "kl-penalty":
+            # The KL the update ended with: its last epoch's minibatches, measured before
+            # each step, i.e. of the policy as the epoch went.
+            last = history[-n_mb:]
+            kl = float(torch.stack([st.approx_kl for st in last]).mean())
+            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, cfg.kl_penalty_target)
+        if self.policy.obs_norm is not None:
+            # After the update: this version trained with the statistics its actors used;
+            # the next one carries statistics that include these observations.
+            self.policy.obs_norm.update(batch.raw_obs.flatten(1))
+        t2 = time.perf_counter()
+        self.updates += 1
+
+        y_pred, y_true = batch.values, batch.returns
+        # The update's statistics reach the host in one copy (one sync on a GPU).
+        means = torch.stack([torch.stack(st) for st in history]).mean(0).tolist()
+        var_y = float(np.var(y_true))
+        explained_var = float("nan") if var_y == 0 else 1 - float(np.var(y_true - y_pred)) / var_y
+        out = {f"losses/{k}": v for k, v in zip(PPOLossStats._fields, means, strict=True)}
+        out.update(
+            {
+                "losses/explained_variance": explained_var,
+                "charts/learning_rate": lr,
+                "charts/epochs": float(len(history) // n_mb),  # every epoch run is whole
+                "charts/samples": float(len(y_true)),
+                "time/learner_targets": t1 - t0,
+                "time/learner_sgd": t2 - t1,
+            }
+        )
+        if cfg.objective == "kl-penalty":  # a column only runs with the penalty have
+            out["charts/kl_coef"] = kl_coef_used
+        return out
+
+    def _prepare(self, batches: list[RolloutBatch]) -> _Prepared:
+        """The update's tensors on the device (its one trip there; no copy at all on the
+        CPU) with their advantages and value targets. A recurrent policy trains on whole
+        env sequences, held as rows [E, T, ...]; every other policy on samples [T*N, ...].
+        Targets and statistics are computed in flatten_arrays' order either way."""
+        cfg, to_device = self.config, self._to_device
         seq_extra: dict[str, torch.Tensor] = {}
         if self.recurrent:
             seq = sequence_arrays(batches)
             flat = {k: from_rows(seq[k], batches) for k in ("logp", "values")}
-            raw_obs = to_device(seq["obs"])
-            rows, steps = raw_obs.shape[:2]
-            raw_obs = raw_obs.reshape(rows * steps, *raw_obs.shape[2:])
+            rows, steps = seq["obs"].shape[:2]
+            raw_obs = to_device(seq["obs"]).reshape(rows * steps, *seq["obs"].shape[2:])
             obs = self.policy.preprocess(raw_obs)
             obs = obs.reshape(rows, steps, *obs.shape[1:])
             actions = to_device(seq["actions"])
@@ -185,48 +234,46 @@ class PPOTrainer:
             raw_obs = to_device(flat["obs"])
             obs = self.policy.preprocess(raw_obs)
             actions = to_device(flat["actions"])
-            steps = 1
 
             def layout(a: np.ndarray) -> np.ndarray:
                 return a
 
         if self.policy.discrete:
             actions = actions.long()
+        values = flat["values"]
         if cfg.targets == "vtrace":
             # Targets for the policy as it is now, from its own log-probs and values: the
             # value loss is then clipped around (and explained variance measured on) these
             # values rather than the actor's.
-            target_logp, target_values = self._evaluate_batch(obs, actions, **seq_extra)
+            target_logp, values = self._evaluate_batch(obs, actions, **seq_extra)
             if self.recurrent:
-                target_logp = from_rows(target_logp, batches)
-                target_values = from_rows(target_values, batches)
-            flat["values"] = target_values
+                target_logp, values = from_rows(target_logp, batches), from_rows(values, batches)
             advantages, returns = vtrace_targets(
-                batches, target_logp, target_values, gamma=cfg.gamma,
+                batches, target_logp, values, gamma=cfg.gamma,
                 rho_bar=cfg.vtrace_rho_bar, c_bar=cfg.vtrace_c_bar,
             )  # fmt: skip
         else:
             advantages, returns = gae_targets(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
-        flat["returns"] = returns
-        fields = dict(
-            obs=obs,
-            actions=actions,
-            old_logp=to_device(layout(flat["logp"])),
-            old_values=to_device(layout(flat["values"])),
-            advantages=to_device(layout(advantages)),
-            returns=to_device(layout(returns)),
-        )
-        data: Minibatch | SequenceMinibatch = (
-            SequenceMinibatch(**fields, **seq_extra) if self.recurrent else Minibatch(**fields)
-        )
-        t1 = time.perf_counter()
+        fields = {
+            "obs": obs,
+            "actions": actions,
+            "old_logp": to_device(layout(flat["logp"])),
+            "old_values": to_device(layout(values)),
+            "advantages": to_device(layout(advantages)),
+            "returns": to_device(layout(returns)),
+        }
+        data = SequenceMinibatch(**fields, **seq_extra) if self.recurrent else Minibatch(**fields)
+        return _Prepared(data, raw_obs, values, returns)
 
-        lr = self._learning_rate(env_steps)
-        # Rows: samples, or whole sequences of `steps` samples (a recurrent policy).
+    def _sgd(self, batch: _Prepared, lr: float) -> tuple[list[PPOLossStats], int]:
+        """The update's epochs of minibatch steps: (each step's statistics, minibatches per
+        epoch). Rows are samples, or a recurrent policy's whole sequences of T samples."""
+        cfg, data = self.config, batch.data
         size = len(data.obs)
-        samples = size * steps
-        # Near-equal minibatches that cover every row (no 1-sample remainder, whose
-        # advantage std would be undefined; a sequence has T >= 1 samples of its own).
+        # Near-equal minibatches of about --minibatch-size samples that cover every row (no
+        # 1-sample remainder, whose advantage std would be undefined; a sequence has T
+        # samples of its own).
+        samples = len(batch.returns)
         n_mb = 1 if cfg.minibatch_size == 0 else max(1, round(samples / cfg.minibatch_size))
         n_mb = min(n_mb, size if self.recurrent else max(1, size // 2))
         bounds = [size // n_mb + (i < size % n_mb) for i in range(n_mb)]
@@ -236,9 +283,7 @@ class PPOTrainer:
             objective=cfg.objective, kl_coef=self.kl_coef,
         )  # fmt: skip
         history: list[PPOLossStats] = []
-        epochs_run = 0
         for _epoch in range(cfg.update_epochs):
-            epochs_run += 1
             # One gather per array per epoch, then contiguous slices; a single minibatch
             # needs no shuffling at all (its gradient does not depend on sample order).
             shuffled = data
@@ -251,39 +296,7 @@ class PPOTrainer:
                 self.optimizer.step(lr)
             if cfg.target_kl is not None and float(history[-1].approx_kl) > cfg.target_kl:
                 break  # early stop: the policy moved too far from the behaviour policy
-        kl_coef_used = self.kl_coef
-        if cfg.objective == "kl-penalty":
-            # The KL the update ended with: its last epoch's minibatches, measured before
-            # each step, i.e. of the policy as the epoch went.
-            last = history[-n_mb:]
-            kl = float(torch.stack([st.approx_kl for st in last]).mean())
-            self.kl_coef = adapt_kl_coef(self.kl_coef, kl, cfg.kl_penalty_target)
-        if self.policy.obs_norm is not None:
-            # After the update: this version trained with the statistics its actors used;
-            # the next one carries statistics that include these observations.
-            self.policy.obs_norm.update(raw_obs.flatten(1))  # samples, whichever layout
-        t2 = time.perf_counter()
-        self.updates += 1
-
-        y_pred, y_true = flat["values"], flat["returns"]
-        # The update's statistics reach the host in one copy (one sync on a GPU).
-        means = torch.stack([torch.stack(st) for st in history]).mean(0).tolist()
-        var_y = float(np.var(y_true))
-        explained_var = float("nan") if var_y == 0 else 1 - float(np.var(y_true - y_pred)) / var_y
-        out = {f"losses/{k}": v for k, v in zip(PPOLossStats._fields, means, strict=True)}
-        out.update(
-            {
-                "losses/explained_variance": explained_var,
-                "charts/learning_rate": lr,
-                "charts/epochs": float(epochs_run),
-                "charts/samples": float(samples),
-                "time/learner_targets": t1 - t0,
-                "time/learner_sgd": t2 - t1,
-            }
-        )
-        if cfg.objective == "kl-penalty":  # a column only runs with the penalty have
-            out["charts/kl_coef"] = kl_coef_used
-        return out
+        return history, n_mb
 
     @torch.no_grad()
     def _evaluate_batch(
