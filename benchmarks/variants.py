@@ -260,13 +260,20 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for (task, arm, actors), rs in sorted(groups.items(), key=lambda kv: _order(kv[0])):
         row: dict[str, Any] = {"task": task, "arm": arm, "actors": actors, "seeds": len(rs)}
+        targeted = TASKS[task]["target"] is not None
         for key, _, _ in FIGURES:
-            row[key] = _median([r.get(key) for r in rs])
-        if TASKS[task]["target"] is not None:
+            # Without a --target-return a run still records when it crossed the env's own
+            # threshold (HalfCheetah's 4,800): not a target of this study, so not a figure.
+            untargeted = key in ("solved_at_env_steps", "time_to_target_s") and not targeted
+            row[key] = None if untargeted else _median([r.get(key) for r in rs])
+        if targeted:
             row["reached"] = sum(r.get("solved_at_env_steps") is not None for r in rs)
         baseline = groups.get((task, baseline_of(arm), DEFAULT_ACTORS), [])
         base = {r["seed"]: r for r in baseline}
         for key in ("command_s", "time_to_target_s", "solved_at_env_steps"):
+            if key != "command_s" and not targeted:
+                row[f"{key}_vs_baseline"] = None
+                continue
             pairs = [
                 r[key] / base[r["seed"]][key]
                 for r in rs

@@ -61,3 +61,21 @@ def test_the_objective_study_compares_both_objectives_in_sync_mode() -> None:
         assert "--mode sync" in argv and f"--objective {job.arm.removeprefix('sync-')}" in argv
     assert bench.baseline_of("sync-kl-penalty") == "sync-clip"
     assert bench.baseline_of("runahead-vtrace") == "lockstep"
+
+
+def test_a_task_without_a_target_reports_no_steps_to_target() -> None:
+    # HalfCheetah runs without --target-return; the one seed that crossed the env's own
+    # threshold must not become the arm's "steps to target".
+    runs = [
+        {"ok": True, "task": "halfcheetah", "arm": arm, "actors": 2, "seed": seed,
+         "command_s": 100.0 + seed, "solved_at_env_steps": 900_000 if seed == 2 else None,
+         "time_to_target_s": 90.0 if seed == 2 else None, "mean_return_20": 1000.0 * seed}
+        for arm in ("lockstep", "runahead-vtrace") for seed in (1, 2)
+    ]  # fmt: skip
+    rows = {row["arm"]: row for row in bench.summarise(runs)}
+    for row in rows.values():
+        assert row["solved_at_env_steps"] is None and row["time_to_target_s"] is None
+        assert row["solved_at_env_steps_vs_baseline"] is None
+        assert "reached" not in row
+    assert rows["lockstep"]["mean_return_20"] == 1500.0
+    assert rows["runahead-vtrace"]["command_s_vs_baseline"] == 1.0
