@@ -244,6 +244,9 @@ FIGURES = (
 )
 
 
+TARGET_FIGURES = ("time_to_target_s", "solved_at_env_steps")
+
+
 def _median(values: list[Any]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
@@ -261,24 +264,25 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (task, arm, actors), rs in sorted(groups.items(), key=lambda kv: _order(kv[0])):
         row: dict[str, Any] = {"task": task, "arm": arm, "actors": actors, "seeds": len(rs)}
         targeted = TASKS[task]["target"] is not None
+        # Without a --target-return a run still records when it crossed the env's own
+        # threshold (HalfCheetah's 4,800): not a target of this study, so not a figure.
+        skipped = () if targeted else TARGET_FIGURES
         for key, _, _ in FIGURES:
-            # Without a --target-return a run still records when it crossed the env's own
-            # threshold (HalfCheetah's 4,800): not a target of this study, so not a figure.
-            untargeted = key in ("solved_at_env_steps", "time_to_target_s") and not targeted
-            row[key] = None if untargeted else _median([r.get(key) for r in rs])
+            row[key] = None if key in skipped else _median([r.get(key) for r in rs])
         if targeted:
             row["reached"] = sum(r.get("solved_at_env_steps") is not None for r in rs)
         baseline = groups.get((task, baseline_of(arm), DEFAULT_ACTORS), [])
         base = {r["seed"]: r for r in baseline}
-        for key in ("command_s", "time_to_target_s", "solved_at_env_steps"):
-            if key != "command_s" and not targeted:
-                row[f"{key}_vs_baseline"] = None
-                continue
-            pairs = [
-                r[key] / base[r["seed"]][key]
-                for r in rs
-                if r["seed"] in base and r.get(key) and base[r["seed"]].get(key)
-            ]
+        for key in ("command_s", *TARGET_FIGURES):
+            pairs = (
+                []
+                if key in skipped
+                else [
+                    r[key] / base[r["seed"]][key]
+                    for r in rs
+                    if r["seed"] in base and r.get(key) and base[r["seed"]].get(key)
+                ]
+            )
             row[f"{key}_vs_baseline"] = round(statistics.median(pairs), 3) if pairs else None
         out.append(row)
     return out
