@@ -275,12 +275,22 @@ def mark_finished(loop: LearnerLoop) -> None:
     checkpoint, finds its end already reached and finishes again."""
     doc = {"version": loop.version, "env_steps": loop.env_steps, "unix": round(time.time(), 3)}
     Retry(PUBLISH_BACKOFF, retries=40).call_with_retry(
-        lambda: loop.redis.set(loop.keys.finished, json.dumps(doc)), lambda _exc: None
+        lambda: _set_finished(loop, json.dumps(doc)), lambda _exc: None
     )
     write_json_atomic(Path(loop.s.run_dir) / FINISHED_FILE, doc)
     loop.finished = True
     loop.checkpoint()
     log.info("run %r marked finished at version %d", loop.s.run_id, loop.version)
+
+
+def _set_finished(loop: LearnerLoop, doc: str) -> None:
+    """The marker, then the version announced once more on the weights channel: a
+    weightserver reads the marker when an announcement wakes it, so it tells its actors now
+    rather than at its next poll."""
+    pipe = loop.redis.pipeline(transaction=True)
+    pipe.set(loop.keys.finished, doc)
+    pipe.publish(loop.keys.channel, str(loop.version))
+    pipe.execute()
 
 
 def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = False) -> bool:

@@ -12,7 +12,8 @@ with a pattern and so that one ACL pattern (`~ppomq:*`) covers all of them.
     ppomq:{run}:actors            (actors' heartbeats, via the learner) for `ppomq status`
     ppomq:{run}:finished          STRING (learner) JSON {"version", "env_steps", "unix"}: the
                                   run ended normally; weightservers tell actors, all exit 0
-    ppomq:{run}:weights           pub/sub CHANNEL: the new version number, decimal
+    ppomq:{run}:weights           pub/sub CHANNEL: the new version number, decimal (and
+                                  the last one again with the `finished` marker)
 
 A weights version is a HASH rather than one string so that listing reads headers only
 (HGET ... header), never the blobs. The `versions` index makes listing and retention one

@@ -56,6 +56,11 @@ def test_train_runs_to_total_steps_and_leaves_a_complete_run_dir(tmp_path):
     # Every service was forked from the launcher's preloading server (ppomq.zygote).
     for name in ("weightserver", "learner", "actor-0", "actor-1"):
         assert "(torch preloaded: True)" in (run_dir / "logs" / f"{name}.log").read_text()
+    # The run's own actors heard the end from the weightserver and exited 0 by themselves,
+    # so it had nobody left to wait for (signalled, they used to leave it its whole grace).
+    for name in ("actor-0", "actor-1"):
+        assert "run 'default' finished: actor" in (run_dir / "logs" / f"{name}.log").read_text()
+    assert "did not ask again" not in (run_dir / "logs" / "weightserver.log").read_text()
     # The learning signal is real: later episodes are longer than the first ones.
     rows = (run_dir / "episodes.csv").read_text().splitlines()[1:]
     returns = [float(r.split(",")[2]) for r in rows]

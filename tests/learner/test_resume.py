@@ -177,3 +177,20 @@ def test_a_finished_run_whose_end_is_already_reached_resumes_to_nothing(tmp_path
     more.s = more.s.model_copy(update={"total_steps": loop.env_steps + 1})
     assert resume(more, ckpt) is True
     assert more.version == loop.version + 1 and more.restarts == 1
+
+
+def test_marking_a_run_finished_announces_it_on_the_weights_channel(tmp_path, redis_url):
+    """Weightservers read the `finished` marker when an announcement wakes them: the mark
+    comes with one, so they tell their actors at once, not at their next poll."""
+    from ppomq.learner.service import mark_finished
+
+    loop, *_ = _trained_loop(tmp_path, redis_url, updates=1)
+    pubsub = loop.redis.pubsub(ignore_subscribe_messages=True)
+    pubsub.subscribe(loop.keys.channel)
+    assert pubsub.get_message(timeout=1.0) is None  # subscribed, nothing announced yet
+    mark_finished(loop)
+    msg = pubsub.get_message(timeout=5.0)
+    assert msg is not None and msg["data"] == str(loop.version).encode()
+    assert json.loads(loop.redis.get(loop.keys.finished))["version"] == loop.version
+    pubsub.close()
+    loop.recorder.close()

@@ -62,6 +62,17 @@ class _Shutdown:
             child.proc.join(min(left, 0.1))
         child.wait(0)
 
+    def _await_exits(self, children: list[Child], timeout: float) -> None:
+        """Wait until every child has exited by itself, at most `timeout` (cut short by
+        hurry()); unlike _wait, kills nothing."""
+        end = time.monotonic() + timeout
+        for child in children:
+            while child.proc is not None and child.proc.exitcode is None:
+                left = min(end, self.hurry_deadline) - time.monotonic()
+                if left <= 0:
+                    return
+                child.proc.join(min(left, 0.1))
+
     def stop(self) -> None:
         """Learner first (warm stop: it finishes the update, checkpoints, writes the
         summary), then the actors and the weightserver, then Redis."""
@@ -84,17 +95,19 @@ class _Shutdown:
                 self.learner.terminate()  # the second Ctrl-C came before the first reached it
             self._wait(self.learner, STOP_GRACE_S + 60)  # the final evaluation runs in it
             mark("learner exited")
-        telling = [c for c in self.children if finished and c.name == "weightserver"]
-        for child in self.children:
-            if child not in telling:
-                child.terminate()
-            if timeline is not None:  # each exit marked as it happens: who holds the stop up
+        if timeline is not None:  # each exit marked as it happens: who holds the stop up
+            for child in self.children:
                 timeline.watch_exit(f"{child.name} exited", child.proc)
-        if telling:
+        if finished:
+            # Our own actors hear the end the way actors added by hand do, from the
+            # weightserver's answer, and exit 0; the weightserver exits once everyone that
+            # was active has heard. Signalling our actors instead would leave them untold,
+            # and it would then wait out its whole grace for them on every finished run.
             from ..weightserver.server import FINISH_GRACE_S
 
-            for child in telling:
-                self._wait(child, FINISH_GRACE_S + 1.0)  # it exits by itself in its grace
+            self._await_exits(self.children, FINISH_GRACE_S + 1.0)
+        for child in self.children:
+            child.terminate()  # what has not exited by itself (a no-op for what has)
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.children:
             self._wait(child, deadline - time.monotonic())
