@@ -99,12 +99,18 @@ _MEMORY_CMD = (
 PPOMQ_VARIANTS = {
     "ppomq-lstm": _MEMORY_CMD.replace("ARCH", "lstm"),
     "ppomq-mlp": _MEMORY_CMD.replace("ARCH", "mlp"),
+    # Issue 19: Sample Factory's MuJoCo update on the mujoco preset's model.
+    "ppomq-fast": (
+        ".venv/bin/ppomq train --preset mujoco-fast --env-id {env_id} --total-steps "
+        "{total_steps} --seed {seed} --run-dir {run_dir} --eval-episodes {eval_episodes}"
+    ),
 }
 CONTENDERS = ("ppomq", *PPOMQ_VARIANTS, "cleanrl", "sb3", "sf")
 LABELS = {
     "ppomq": "ppomq",
     "ppomq-lstm": "ppomq LSTM",
     "ppomq-mlp": "ppomq MLP",
+    "ppomq-fast": "ppomq mujoco-fast",
     "cleanrl": "CleanRL",
     "sb3": "SB3",
     "sf": "Sample Factory",
@@ -121,7 +127,7 @@ MODES: dict[str, dict[str, Any]] = {
     "memory": {
         "tasks": MEMORY_TASKS,
         "seeds": (1, 2, 3),
-        "contenders": tuple(PPOMQ_VARIANTS),
+        "contenders": ("ppomq-lstm", "ppomq-mlp"),
         "total_steps": 500_000,
     },
 }

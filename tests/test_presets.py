@@ -38,8 +38,8 @@ def _without_preset(settings) -> dict:
     return values
 
 
-def test_the_shipped_presets_are_cartpole_mujoco_and_atari():
-    assert {"cartpole", "mujoco", "atari"} <= set(preset_names())
+def test_the_shipped_presets_are_cartpole_mujoco_mujoco_fast_and_atari():
+    assert {"cartpole", "mujoco", "mujoco-fast", "atari"} <= set(preset_names())
 
 
 @pytest.mark.parametrize("cls", [TrainSettings, LearnerSettings, ActorSettings])
@@ -75,6 +75,24 @@ def test_mujoco_preset_is_cleanrl_ppo_continuous_action_over_two_actors():
     assert s.minibatch_size == 64 and per_update // s.minibatch_size == 32
 
 
+def test_mujoco_fast_preset_is_sample_factorys_update_on_the_mujoco_presets_model():
+    fast = load_settings(TrainSettings, {"preset": "mujoco-fast"})
+    cleanrl = load_settings(TrainSettings, {"preset": "mujoco"})
+    # Sample Factory 2's MuJoCo example: 64 envs x rollout 64 = 4096 samples per update,
+    # 2 epochs of 4 minibatches of 1024, lr 2.95e-3 decayed to 0, gradient norm 3.5.
+    per_update = fast.batch_samples or fast.actors * fast.num_envs * fast.num_steps
+    assert (fast.num_steps, per_update, fast.minibatch_size) == (64, 4096, 1024)
+    assert (fast.update_epochs, fast.learning_rate, fast.anneal_lr) == (2, 2.95e-3, True)
+    assert fast.max_grad_norm == 3.5
+    # A fifth of the mujoco preset's sample-gradients per env step (2 against 10).
+    assert fast.update_epochs * 5 == cleanrl.update_epochs
+    # Everything else is the mujoco preset's (CleanRL's).
+    same = ("env_id", "total_steps", "mode", "actors", "gamma", "gae_lambda", "clip_coef",
+            "clip_vloss", "norm_adv", "ent_coef", "vf_coef", "hidden_sizes", "activation",
+            "norm_obs", "norm_reward", "target_kl", "eval_episodes")  # fmt: skip
+    assert {k: getattr(fast, k) for k in same} == {k: getattr(cleanrl, k) for k in same}
+
+
 def test_an_actor_takes_only_its_own_fields_from_a_preset():
     a = load_settings(ActorSettings, {"preset": "mujoco"})
     assert (a.env_id, a.num_envs, a.num_steps, a.mode) == ("HalfCheetah-v5", 1, 1024, "async")
@@ -103,7 +121,7 @@ def test_atari_preset_is_cleanrl_ppo_atari_over_two_actors():
     assert s.minibatch_size == 256 and per_update // s.minibatch_size == 4
 
 
-@pytest.mark.parametrize("name", ["cartpole", "mujoco", "atari"])
+@pytest.mark.parametrize("name", ["cartpole", "mujoco", "mujoco-fast", "atari"])
 def test_every_preset_value_is_a_valid_setting_that_cites_its_source(name):
     values = read_preset(name)
     unknown = set(values) - set(TrainSettings.model_fields)
