@@ -530,6 +530,7 @@ def summarise_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "env_steps": _median([r["env_steps"] for r in runs]),
         "mean_return_20": ret[0],
         "mean_return_20_sd": ret[1],
+        "median_return_20": _median([r["mean_return_20"] for r in runs]),
         "eval_return": ev[0],
         "eval_return_sd": ev[1],
     }
@@ -685,7 +686,7 @@ def _goal_lines(entry: dict[str, Any]) -> list[str]:
     if "ppomq" not in cs:
         return []
     lines = []
-    for peer in (c for c in cs if c != "ppomq"):
+    for peer in (c for c in cs if not is_ppomq(c)):
         r = entry["ratios"][f"ppomq/{peer}"]["median_per_seed"]
         a, b = cs["ppomq"]["mean_return_20"], cs[peer]["mean_return_20"]
         fast = r is not None and r <= GOAL_RATIO
@@ -695,7 +696,30 @@ def _goal_lines(entry: dict[str, Any]) -> list[str]:
             f"(goal <= {GOAL_RATIO}) {'met' if fast else 'not met'}; final return "
             f"{_f(a)} vs {_f(b)} {'(>=, met)' if good else '(below)'}"
         )
-    return ["", "Goal (issue 13):", "", *lines]
+    return ["", "Goal (issue 13):", "", *lines, *_sf_goal_lines(entry)]
+
+
+def _sf_goal_lines(entry: dict[str, Any]) -> list[str]:
+    """Issue 19's goal: ppomq faster than Sample Factory from command to exit at 1M steps,
+    at least at its return (here: the median over seeds, and the mean, whose spread the
+    table shows), for each ppomq contender that ran."""
+    cs = entry["contenders"]
+    if "sf" not in cs:
+        return []
+    lines = []
+    for c in (c for c in cs if is_ppomq(c)):
+        r = entry["ratios"][f"{c}/sf"]["median_per_seed"]
+        verdicts = []
+        for key, what in (("median_return_20", "median"), ("mean_return_20", "mean")):
+            a, b = cs[c].get(key), cs["sf"].get(key)
+            ok = a is not None and b is not None and a >= b
+            verdicts.append(f"{what} {_f(a)} vs {_f(b)} {'(>=, met)' if ok else '(below)'}")
+        lines.append(
+            f"- {LABELS.get(c, c)}: wall {_f(r, '{:.2f}')}x Sample Factory's "
+            f"({'faster, met' if r is not None and r < 1 else 'not faster'}); final return "
+            + ", ".join(verdicts)
+        )
+    return ["", "Goal (issue 19), against Sample Factory:", "", *lines]
 
 
 def time_to(curve_rows: list[list[float]], target: float) -> float | None:

@@ -75,13 +75,13 @@ def test_mujoco_preset_is_cleanrl_ppo_continuous_action_over_two_actors():
     assert s.minibatch_size == 64 and per_update // s.minibatch_size == 32
 
 
-def test_mujoco_fast_preset_is_sample_factorys_update_on_the_mujoco_presets_model():
+def test_mujoco_fast_preset_is_sample_factorys_gradient_work_on_the_mujoco_presets_model():
     fast = load_settings(TrainSettings, {"preset": "mujoco-fast"})
     cleanrl = load_settings(TrainSettings, {"preset": "mujoco"})
-    # Sample Factory 2's MuJoCo example: 64 envs x rollout 64 = 4096 samples per update,
-    # 2 epochs of 4 minibatches of 1024, lr 2.95e-3 decayed to 0, gradient norm 3.5.
+    # Sample Factory 2's MuJoCo example's 2 epochs of 4 minibatches, rollouts of 64, lr
+    # 2.95e-3 decayed to 0 and gradient norm 3.5, on updates of 1024 samples (its: 4096).
     per_update = fast.batch_samples or fast.actors * fast.num_envs * fast.num_steps
-    assert (fast.num_steps, per_update, fast.minibatch_size) == (64, 4096, 1024)
+    assert (fast.num_steps, per_update, per_update // fast.minibatch_size) == (64, 1024, 4)
     assert (fast.update_epochs, fast.learning_rate, fast.anneal_lr) == (2, 2.95e-3, True)
     assert fast.max_grad_norm == 3.5
     # A fifth of the mujoco preset's sample-gradients per env step (2 against 10).

@@ -321,3 +321,25 @@ if __name__ == "__main__":  # the fake `ppomq train` of test_main_records_each_r
     import time
 
     _write_ppomq_run_dir(Path(sys.argv[1]), started=time.time(), total=int(sys.argv[2]))
+
+
+def test_the_sample_factory_goal_is_judged_for_each_ppomq_contender_on_median_and_mean() -> None:
+    runs = [
+        *(_rec("ppomq", s, 140.0, r) for s, r in ((1, 1700.0), (2, 1800.0), (3, 3800.0))),
+        *(_rec("ppomq-fast", s, 36.0, r) for s, r in ((1, 1500.0), (2, 1600.0), (3, 1450.0))),
+        *(_rec("sf", s, 100.0, r) for s, r in ((1, 1480.0), (2, 1330.0), (3, 3000.0))),
+    ]
+    entry = bench.summarise(runs)[0]
+    lines = bench._sf_goal_lines(entry)
+    ppomq = next(x for x in lines if x.startswith("- ppomq:"))
+    fast = next(x for x in lines if x.startswith("- ppomq mujoco-fast:"))
+    assert "1.40x" in ppomq and "not faster" in ppomq
+    assert "median 1,800 vs 1,480 (>=, met)" in ppomq
+    assert "0.36x" in fast and "faster, met" in fast
+    # Above Sample Factory's median, below its mean (one seed found the fast gait).
+    assert "median 1,500 vs 1,480 (>=, met)" in fast and "mean 1,517 vs 1,937 (below)" in fast
+    # The issue-13 goal compares ppomq with its peers, not with its own variants.
+    goals = bench._goal_lines(entry)
+    issue13 = goals[: goals.index("Goal (issue 19), against Sample Factory:")]
+    assert any("Sample Factory" in x for x in issue13)
+    assert not any("mujoco-fast" in x for x in issue13)
