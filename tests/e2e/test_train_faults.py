@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -224,20 +225,24 @@ def test_a_child_that_keeps_crashing_stops_the_run_in_one_line_naming_its_log(tr
 
 def _metrics_ports_with_the_first_actors_taken() -> tuple[int, socket.socket]:
     """A --metrics-port P whose learner (P) and weightserver (P+1) ports are free while
-    actor-0's (P+2) is held by a listening socket: actor-0 then fails at start."""
+    actor-0's (P+2) is held by a listening socket: actor-0 then fails at start. Below the
+    kernel's ephemeral range, so that no outgoing connection (a test's Redis client) can be
+    given P or P+1 between this probe and the learner's bind."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    lo, hi = (10_000, low - 3) if low > 10_100 else (1_024, 65_530)  # no room below: any
     for _ in range(50):
+        port0 = random.randrange(lo, hi)
         holder = socket.socket()
-        holder.bind(("127.0.0.1", 0))
-        holder.listen()
-        port0 = holder.getsockname()[1] - 2
         try:
+            holder.bind(("127.0.0.1", port0 + 2))
+            holder.listen()
             for p in (port0, port0 + 1):
                 with socket.socket() as probe:
                     probe.bind(("0.0.0.0", p))
             return port0, holder
         except OSError:
             holder.close()
-    raise AssertionError("no free port pair found")
+    raise AssertionError("no free port triple found")
 
 
 def test_a_childs_usage_error_stops_the_run_at_once_with_its_own_line(train):
