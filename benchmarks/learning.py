@@ -99,7 +99,7 @@ _MEMORY_CMD = (
 PPOMQ_VARIANTS = {
     "ppomq-lstm": _MEMORY_CMD.replace("ARCH", "lstm"),
     "ppomq-mlp": _MEMORY_CMD.replace("ARCH", "mlp"),
-    # Issue 19: Sample Factory's MuJoCo update on the mujoco preset's model.
+    # Issue 19: the mujoco-fast preset (Sample Factory's gradient work, CleanRL's model).
     "ppomq-fast": (
         ".venv/bin/ppomq train --preset mujoco-fast --env-id {env_id} --total-steps "
         "{total_steps} --seed {seed} --run-dir {run_dir} --eval-episodes {eval_episodes}"

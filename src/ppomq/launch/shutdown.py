@@ -51,23 +51,18 @@ class _Shutdown:
 
     def _wait(self, child: Child, timeout: float) -> None:
         """child.wait(timeout), cut short by hurry(); what is still running then is killed."""
-        end = time.monotonic() + timeout
-        while child.proc is not None and child.proc.exitcode is None:
-            if self.hurry_deadline < float("inf") and not self.hurry_noted:
-                self.hurry_noted = True  # printed here, not in the signal handler
-                _note("stopping faster (a third Ctrl-C kills what is left)...")
-            left = min(end, self.hurry_deadline) - time.monotonic()
-            if left <= 0:
-                break
-            child.proc.join(min(left, 0.1))
+        self._await_exits([child], timeout)
         child.wait(0)
 
     def _await_exits(self, children: list[Child], timeout: float) -> None:
         """Wait until every child has exited by itself, at most `timeout` (cut short by
-        hurry()); unlike _wait, kills nothing."""
+        hurry()); kills nothing."""
         end = time.monotonic() + timeout
         for child in children:
             while child.proc is not None and child.proc.exitcode is None:
+                if self.hurry_deadline < float("inf") and not self.hurry_noted:
+                    self.hurry_noted = True  # printed here, not in the signal handler
+                    _note("stopping faster (a third Ctrl-C kills what is left)...")
                 left = min(end, self.hurry_deadline) - time.monotonic()
                 if left <= 0:
                     return
