@@ -14,19 +14,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import torch
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from ppomq.metrics import LearnerMetrics
 from ppomq.proto import DecodeError, Reason, RolloutBatch, SeqTracker, pack_weights
 from ppomq.rundir import RunRecorder
-from ppomq.safe_load import load_plain
 from ppomq.settings import LearnerSettings
 from ppomq.signals import WarmStop
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
+from .checkpoint import CKPT_NAME, weights_digest, write_checkpoint
 from .ledger import RolloutLedger
 from .roster import ActorRoster
 from .staleness import StalenessGate
@@ -34,7 +33,6 @@ from .trainer import PPOTrainer
 
 log = logging.getLogger("ppomq.learner")
 
-CKPT_NAME = "checkpoints/ckpt.pt"
 # While no update comes (no admissible batch), counts still reach Redis and /metrics this
 # often: rejects must be visible while the learner is stalled.
 COUNTS_EVERY_S = 1.0
@@ -500,9 +498,8 @@ class LearnerLoop:
             "env_id": self.s.env_id,
             "finished": self.finished,
         }
-        tmp = path.with_suffix(".tmp")
-        torch.save(state, tmp)
-        tmp.replace(path)  # atomic: a crash mid-write leaves the previous checkpoint
+        # The digest of the weights as published: a resume compares it with Redis's.
+        write_checkpoint(path, state, weights_sha256=weights_digest(self.trainer.host_state()))
         self._last_checkpoint = time.monotonic()
         return path
 
@@ -533,17 +530,3 @@ class LearnerLoop:
         # Bounded: only the actors the ledger keeps (a checkpoint under a larger cap).
         self.actors = {k: v for k, v in actors.items() if k in self.ledger.actors}
         self.recorder.set_state(c.get("recorder", {}), env_steps=self.env_steps)
-
-
-def load_checkpoint(run_dir: str) -> dict[str, Any] | None:
-    """The run dir's checkpoint, None if it has none. Read with `weights_only=True`: a
-    checkpoint holds only tensors and plain containers, so a file that needs more (one put
-    in a shared run dir by someone else) is refused, never unpickled into running code."""
-    path = Path(run_dir) / CKPT_NAME
-    if not path.exists():
-        return None
-    return load_plain(
-        path,
-        what="a ppomq checkpoint",
-        fix="it was not written by a ppomq learner: move it away to start the run over",
-    )

@@ -41,10 +41,12 @@ from ppomq.transport import RolloutReceiver
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
+from .checkpoint import CKPT_NAME
 from .device import describe, resolve_device, resolve_threads
 from .finish import finish_run
-from .loop import CKPT_NAME, PUBLISH_BACKOFF, LearnerLoop, load_checkpoint
+from .loop import PUBLISH_BACKOFF, LearnerLoop
 from .receiver import BatchQueue, BatchReceiver
+from .recovery import choose_start, rebuild_from_records
 from .trainer import PPOConfig, PPOTrainer
 
 log = logging.getLogger("ppomq.learner")
@@ -130,7 +132,8 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         spec = dataclasses.replace(spec, hidden_shape=tuple(policy.state_shape))
     trainer = PPOTrainer(policy=policy, config=PPOConfig.from_settings(settings), device=device)
     run_dir = Path(settings.run_dir)
-    ckpt = load_checkpoint(settings.run_dir)
+    start = choose_start(run_dir, store, recover=settings.recover)
+    ckpt = start.state
     if ckpt is not None and (
         ckpt.get("run_id") != settings.run_id or ckpt.get("env_id") != settings.env_id
     ):
@@ -193,7 +196,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         seqs=seqs,
     )
     loop.receiver = receiver  # its counts and refused senders reach the ledger and status
-    if not resume(loop, ckpt, new_run=new_run):
+    if not resume(loop, ckpt, new_run=new_run, rebuild=start.rebuild and not new_run):
         log.info("run %r already reached its end (%d env steps, version %d): nothing to "
                  "train; raise --total-steps (or --duration-s) to go on with it",
                  settings.run_id, loop.env_steps, loop.version)  # fmt: skip
@@ -293,7 +296,13 @@ def _set_finished(loop: LearnerLoop, doc: str) -> None:
     pipe.execute()
 
 
-def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = False) -> bool:
+def resume(
+    loop: LearnerLoop,
+    ckpt: dict[str, Any] | None,
+    *,
+    new_run: bool = False,
+    rebuild: bool = False,
+) -> bool:
     """Set the loop's state from the checkpoint and Redis, at a version to publish now;
     False (nothing to publish) when the checkpoint is of a finished run whose end the
     settings have already reached: the same command run again has nothing to train.
@@ -310,6 +319,9 @@ def resume(loop: LearnerLoop, ckpt: dict[str, Any] | None, *, new_run: bool = Fa
         log.info("run %r had finished at version %s; a new run starts at version %d with "
                  "fresh weights (pass --resume to go on with the finished one instead)",
                  loop.s.run_id, latest, loop.version)  # fmt: skip
+        return True
+    if rebuild:  # --recover without a checkpoint to trust (recovery.choose_start)
+        loop.version = rebuild_from_records(loop) + 1
         return True
     if ckpt is None and latest is None:
         loop.version = 0

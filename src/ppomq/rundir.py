@@ -20,7 +20,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +35,52 @@ FINISHED_FILE = "finished.json"
 REDIS_DIR = "redis"
 
 
-def write_json_atomic(path: Path, doc: Any, *, sort_keys: bool = False) -> Path:
-    """Write `doc` as JSON to a temp file beside `path`, then rename it over `path`: a
-    reader (`ppomq status`, a benchmark, TensorBoard's host) never sees half a file."""
+def write_bytes_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    keep_previous: Path | None = None,
+    verify: Callable[[Path], object] | None = None,
+) -> Path:
+    """Write `data` to a temp file beside `path`, flush it to the disk, then rename it over
+    `path`: a reader never sees half a file, and a crash (or a full disk) at any point leaves
+    the old file whole. `verify(temp_path)` may refuse what reached the disk (by raising)
+    before it replaces anything. With `keep_previous`, the file being replaced is kept under
+    that name (a hard link, swapped in atomically), so `path` itself never goes missing."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=sort_keys) + "\n")
-    tmp.replace(path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if verify is not None:
+            verify(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a partial temp file holds the space a full disk lacks
+        raise
+    if keep_previous is not None and path.exists():
+        link = keep_previous.with_name(keep_previous.name + ".tmp")
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+        os.replace(link, keep_previous)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)  # the rename itself survives a power cut
     return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, doc: Any, *, sort_keys: bool = False) -> Path:
+    """`doc` as JSON through write_bytes_atomic: a reader (`ppomq status`, a benchmark,
+    TensorBoard's host) never sees half a file."""
+    text = json.dumps(doc, indent=2, sort_keys=sort_keys) + "\n"
+    return write_bytes_atomic(path, text.encode())
 
 
 class RunRecorder:
@@ -134,12 +175,39 @@ class RunRecorder:
             self._tb.close()
 
 
+class RecordsDamaged(ValueError):
+    """A run-dir CSV that does not parse; the message names the file and the line."""
+
+
+def _read_rows(path: Path) -> list[list[str]]:
+    """The CSV's rows, header first, each data row checked to have the header's width and
+    a number in its `env_steps` column (RecordsDamaged otherwise)."""
+    try:
+        with open(path, newline="") as src:
+            rows = list(csv.reader(src))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise RecordsDamaged(f"{path} does not parse as CSV ({exc})") from None
+    if not rows:
+        return rows
+    if "env_steps" not in rows[0]:
+        raise RecordsDamaged(f"{path} line 1 is not its header (no env_steps column)")
+    col = rows[0].index("env_steps")
+    for line, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        try:
+            ok = len(row) == len(rows[0]) and math.isfinite(float(row[col]))
+        except ValueError:
+            ok = False
+        if not ok:
+            raise RecordsDamaged(f"{path} line {line} is damaged ({','.join(row)[:60]!r})")
+    return rows
+
+
 def _truncate_rows_after(fh: Any, env_steps: int) -> None:
     """Keep the header and the rows whose `env_steps` column is at most `env_steps`."""
     fh.flush()
-    path = Path(fh.name)
-    with open(path, newline="") as src:
-        rows = list(csv.reader(src))
+    rows = _read_rows(Path(fh.name))
     if not rows:
         return
     col = rows[0].index("env_steps")
@@ -150,6 +218,74 @@ def _truncate_rows_after(fh: Any, env_steps: int) -> None:
     fh.truncate()
     csv.writer(fh).writerows(kept)
     fh.flush()
+
+
+def records_up_to(
+    run_dir: str | Path, env_steps: int, *, solve_threshold: float | None
+) -> dict[str, Any]:
+    """What the run dir's records say of the run at `env_steps`: the recorder's state
+    (RunRecorder.get_state) and the counters the progress rows carry, for a learner that
+    lost its checkpoint. Rows after `env_steps` are not read (a resume cuts them off)."""
+    run_dir = Path(run_dir)
+    out: dict[str, Any] = {"rows": 0}
+    window: deque[float] = deque(maxlen=SOLVE_WINDOW)
+    episodes = 0
+    solved: tuple[int, float] | None = None
+    path = run_dir / "episodes.csv"
+    rows = _read_rows(path) if path.exists() else []
+    for row in rows[1:]:
+        record = dict(zip(rows[0], row, strict=True)) if row else None
+        if record is None or float(record["env_steps"]) > env_steps:
+            continue
+        episodes += 1
+        window.append(float(record["return"]))
+        if (
+            solved is None
+            and solve_threshold is not None
+            and len(window) == SOLVE_WINDOW
+            and sum(window) / SOLVE_WINDOW >= solve_threshold
+        ):
+            solved = (int(float(record["env_steps"])), float(record["wall_s"]))
+    out["recorder"] = {
+        "window": list(window),
+        "episodes": episodes,
+        "solved_at_env_steps": solved[0] if solved else None,
+        "solved_at_wall_s": solved[1] if solved else None,
+    }
+    path = run_dir / "progress.csv"
+    rows = _read_rows(path) if path.exists() else []
+    updates = [
+        {k: float(v) if v not in ("", None) else math.nan for k, v in zip(rows[0], r, strict=True)}
+        for r in rows[1:]
+        if r and float(r[rows[0].index("env_steps")]) <= env_steps
+    ]
+    out["rows"] = len(updates) + episodes
+
+    def total(key: str) -> float:
+        return float(sum(u.get(key, 0.0) for u in updates if math.isfinite(u.get(key, math.nan))))
+
+    last = updates[-1] if updates else {}
+    out["counters"] = {
+        "trained_samples": int(total("charts/samples")),
+        "wall_s": float(last.get("wall_s", 0.0)),
+        "accepted": int(last.get("charts/batches_accepted", 0) or 0),
+        "discarded_env_steps": int(last.get("charts/discarded_env_steps", 0) or 0),
+        "phase_totals": {
+            name: total(f"time/learner_{name}") for name in ("wait", "targets", "sgd", "publish")
+        },
+    }
+    return out
+
+
+def has_records(run_dir: str | Path) -> bool:
+    """Whether the run dir holds episode or update rows (an earlier learner wrote them)."""
+    for name in ("episodes.csv", "progress.csv"):
+        path = Path(run_dir) / name
+        if path.exists():
+            with open(path, newline="") as fh:
+                if sum(1 for line in fh if line.strip()) > 1:
+                    return True
+    return False
 
 
 def read_csv(path: str | Path) -> list[dict[str, float]]:

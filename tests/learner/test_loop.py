@@ -16,7 +16,8 @@ import torch
 from ppomq.actor.runner import EnvRunner
 from ppomq.embedded_redis import free_port
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-from ppomq.learner.loop import LearnerLoop, load_checkpoint
+from ppomq.learner.checkpoint import load_checkpoint
+from ppomq.learner.loop import LearnerLoop
 from ppomq.learner.receiver import BatchReceiver
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
 from ppomq.models import build_model, model_spec_for
@@ -80,7 +81,7 @@ def test_checkpoint_holds_what_a_restart_needs(tmp_path, redis_url):
         batches.put(runner.sample(inference, policy_version=5, seq=seq))
     loop.step(WarmStop())
     loop.checkpoint()
-    ckpt = load_checkpoint(str(tmp_path))
+    ckpt = load_checkpoint(str(tmp_path)).state
     assert ckpt["version"] == 6 and ckpt["counters"]["env_steps"] == 32
     assert ckpt["run_id"] == "loop"
     restored = build_model(loop.trainer.policy.spec)

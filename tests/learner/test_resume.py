@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ppomq.learner.loop import load_checkpoint
+from ppomq.learner.checkpoint import load_checkpoint
 from ppomq.learner.service import resume
 from ppomq.models import numpy_state
 from ppomq.proto.weights import unpack_tensors
@@ -47,7 +47,7 @@ def test_a_resumed_loop_has_every_counter_the_summary_reports(tmp_path, redis_ur
     loop.recorder.close()
 
     again = _fresh_loop(tmp_path, redis_url)
-    ckpt = load_checkpoint(str(tmp_path))
+    ckpt = load_checkpoint(str(tmp_path)).state
     resume(again, ckpt)
     assert again.version == loop.version + 1
     assert again.env_steps == loop.env_steps
@@ -78,7 +78,7 @@ def test_a_restart_adopts_weights_published_after_its_checkpoint(tmp_path, redis
     loop.recorder.close()
 
     again = _fresh_loop(tmp_path, redis_url)
-    resume(again, load_checkpoint(str(tmp_path)))
+    resume(again, load_checkpoint(str(tmp_path)).state)
     # The newest weights (not the checkpoint's) under the next number: actors waiting for
     # a version above the one they hold start sending again.
     assert again.version == loop.version + 1
@@ -96,7 +96,7 @@ def test_a_restart_publishes_its_version_when_redis_lost_it(tmp_path, redis_url)
     loop.recorder.close()
     loop.redis.flushall()  # Redis restarted without persistence
     again = _fresh_loop(tmp_path, redis_url)
-    resume(again, load_checkpoint(str(tmp_path)))
+    resume(again, load_checkpoint(str(tmp_path)).state)
     assert again.version == loop.version + 1
     again.publish()
     header, _ = again.store.fetch(again.version)
@@ -136,11 +136,11 @@ def test_a_learner_without_a_checkpoint_goes_on_from_the_runs_newest_weights(tmp
 
 
 def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(tmp_path):
+    import hashlib
     import os
     import pickle
 
-    from ppomq.errors import UsageError
-    from ppomq.learner.loop import CKPT_NAME
+    from ppomq.learner.checkpoint import CKPT_NAME, MAGIC, CheckpointDamaged
 
     marker = tmp_path / "payload-ran"
 
@@ -148,15 +148,19 @@ def test_a_checkpoint_that_would_run_code_is_refused_without_running_it(tmp_path
         def __reduce__(self):
             return (os.system, (f"touch {marker}",))
 
+    # Checksummed as a real one is: only the unpickler stands between it and running code.
+    payload = pickle.dumps({"trainer": Payload(), "version": 3, "counters": {}})
+    meta = {"sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload),
+            "version": 3, "weights_sha256": "0" * 64}  # fmt: skip
     path = tmp_path / CKPT_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(pickle.dumps({"trainer": Payload(), "version": 3}))
-    with pytest.raises(UsageError) as refused:
+    path.write_bytes(MAGIC + json.dumps(meta).encode() + b"\n" + payload)
+    with pytest.raises(CheckpointDamaged) as refused:
         load_checkpoint(str(tmp_path))
     assert not marker.exists(), "the checkpoint's pickle payload ran"
     text = str(refused.value)
     assert str(path) in text and "\n" not in text
-    assert "arbitrary code" in text and "move it away" in text
+    assert "arbitrary code" in text
 
 
 def test_a_finished_run_whose_end_is_already_reached_resumes_to_nothing(tmp_path, redis_url):
@@ -165,7 +169,7 @@ def test_a_finished_run_whose_end_is_already_reached_resumes_to_nothing(tmp_path
     loop.finished = True
     loop.checkpoint()
     loop.recorder.close()
-    ckpt = load_checkpoint(str(tmp_path))
+    ckpt = load_checkpoint(str(tmp_path)).state
 
     ended = _fresh_loop(tmp_path, redis_url)
     ended.s = ended.s.model_copy(update={"total_steps": loop.env_steps})

@@ -295,6 +295,13 @@ class RunSettings(_Group):
         "run starts a new one under the same run id (the old run dir moved to RUN_DIR.N). "
         "A run that has not finished (a crash, a stop signal) always resumes.",
     )
+    recover: bool = Field(
+        False,
+        description="Go on with a run whose checkpoint is damaged or missing: from the "
+        "newest verified weights in Redis, with the counters taken from the checkpoint kept "
+        "before it if that one verifies, else rebuilt from the run dir's episodes.csv and "
+        "progress.csv. Off: such a run stops with one line saying what is wrong.",
+    )
 
 
 class LearnerSettings(
