@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ppomq.errors import StorageFullError
 from ppomq.models import Policy
-from ppomq.rundir import plot_learning_curve
+from ppomq.rundir import plot_learning_curve, write_bytes_atomic
 from ppomq.settings import LearnerSettings
 from ppomq.signals import FastStop, WarmStop
+from ppomq.storage import storage_error
 
 from .loop import LearnerLoop
 
@@ -21,7 +25,11 @@ log = logging.getLogger("ppomq.learner")
 
 
 def save_final_weights(path: Path, policy: Policy, meta: dict[str, Any]) -> None:
-    torch.save({"state_dict": policy.state_dict(), "metadata": meta}, path)
+    """Through a buffer and write_bytes_atomic: a full disk is an OSError naming the file
+    (torch's own writer says only "iostream error"), and never leaves half a file."""
+    buf = io.BytesIO()
+    torch.save({"state_dict": policy.state_dict(), "metadata": meta}, buf)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def finish_run(
@@ -29,11 +37,13 @@ def finish_run(
     settings: LearnerSettings,
     threshold: float | None,
     stop: WarmStop | None = None,
-) -> None:
+) -> StorageFullError | None:
     """Final weights, evaluation, summary.json and the learning-curve PNG.
 
     After a fast stop (a second signal, `stop.fast`) the evaluation is skipped, and one
-    that a second signal interrupts is dropped; the files are always written."""
+    that a second signal interrupts is dropped; the files are always written, each on its
+    own: on a full or read-only disk, what fits is written, and the error is returned (the
+    log says which file was not)."""
     from ppomq.evaluate import evaluate_policy
 
     run_dir = Path(settings.run_dir)
@@ -45,7 +55,11 @@ def finish_run(
         "model": loop.trainer.policy.spec,
     }
     policy = loop.trainer.host_policy()  # host tensors: the file loads anywhere
-    save_final_weights(run_dir / "final_weights.pt", policy, meta)
+    disk = _written(
+        "final_weights.pt",
+        lambda: save_final_weights(run_dir / "final_weights.pt", policy, meta),
+        run_dir,
+    )
     eval_return = None
     if settings.eval_episodes > 0 and not (stop is not None and stop.fast):
         try:
@@ -116,7 +130,27 @@ def finish_run(
         "ledger": loop.ledger.summary(),
     }
     with stop.shielded() if stop is not None else nullcontext():
-        loop.recorder.write_json("summary.json", summary)
+        disk = (
+            _written(
+                "summary.json", lambda: loop.recorder.write_json("summary.json", summary), run_dir
+            )
+            or disk
+        )
         if loop.recorder.episodes:
-            plot_learning_curve(run_dir, threshold=threshold)
+            curve = lambda: plot_learning_curve(run_dir, threshold=threshold)  # noqa: E731
+            disk = _written("learning_curve.png", curve, run_dir) or disk
     log.info("run finished: %s", json.dumps(summary))
+    return disk
+
+
+def _written(name: str, write: Callable[[], object], run_dir: Path) -> StorageFullError | None:
+    """Run `write`; a full or read-only disk is logged as "NAME not written" and returned."""
+    try:
+        write()
+    except OSError as exc:
+        full = storage_error(exc, run_dir=run_dir)
+        if full is None:
+            raise
+        log.error("%s not written: %s", name, full)
+        return full
+    return None

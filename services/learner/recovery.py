@@ -93,8 +93,10 @@ def choose_start(run_dir: Path, store: WeightStore, *, recover: bool) -> ResumeF
         source = (
             "the checkpoint kept before it" if previous is not None else "the run dir's records"
         )
-        what = f"{path} is {damage}" if damage.startswith("missing") else (
-            f"{path} is damaged: {damage}"
+        what = (
+            f"{path} is {damage}"
+            if damage.startswith("missing")
+            else (f"{path} is damaged: {damage}")
         )
         raise UsageError(
             f"{what}; its records are unchanged. To go on: add --recover (resumes from the "

@@ -18,25 +18,28 @@ import logging
 import queue
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from redis.exceptions import RedisError
 from redis.retry import Retry
 
 from ppomq.curve import server_from_settings
 from ppomq.envs import rollout_spec_for
-from ppomq.errors import UsageError
+from ppomq.errors import StorageFullError, UsageError
 from ppomq.metrics import LearnerMetrics
 from ppomq.models import build_model, load_numpy_state, model_spec_for
 from ppomq.proto import RolloutBatch, SeqTracker
 from ppomq.proto.weights import unpack_tensors
 from ppomq.redis_util import wait_for_redis
-from ppomq.rundir import FINISHED_FILE, RunRecorder, write_json_atomic
+from ppomq.rundir import FINISHED_FILE, RecordsDamaged, RunRecorder, write_json_atomic
 from ppomq.service_shell import service_shell
 from ppomq.settings import LearnerSettings, settings_snapshot
 from ppomq.signals import FastStop, WarmStop
+from ppomq.storage import storage_error
 from ppomq.transport import RolloutReceiver
 from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
@@ -81,7 +84,13 @@ def run_learner(settings: LearnerSettings) -> int:
     with service_shell(
         "learner", metrics_port=settings.metrics_port, unit_of_work="the current update"
     ) as stop:
-        finished = _serve(settings, stop, device)
+        try:
+            finished = _serve(settings, stop, device)
+        except (OSError, RedisError) as exc:  # e.g. starting on a disk that is full
+            full = storage_error(exc, run_dir=settings.run_dir)
+            if full is None:
+                raise
+            raise full from None
     return stop.exit_code(finished=finished)
 
 
@@ -196,7 +205,14 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         seqs=seqs,
     )
     loop.receiver = receiver  # its counts and refused senders reach the ledger and status
-    if not resume(loop, ckpt, new_run=new_run, rebuild=start.rebuild and not new_run):
+    try:
+        resumed = resume(loop, ckpt, new_run=new_run, rebuild=start.rebuild and not new_run)
+    except RecordsDamaged as exc:
+        raise UsageError(
+            f"{exc}: the run's records cannot be trusted; repair or delete that line, or "
+            "pass another --run-dir to start a new run"
+        ) from None
+    if not resumed:
         log.info("run %r already reached its end (%d env steps, version %d): nothing to "
                  "train; raise --total-steps (or --duration-s) to go on with it",
                  settings.run_id, loop.env_steps, loop.version)  # fmt: skip
@@ -218,6 +234,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         raise UsageError(f"cannot bind {settings.rollout_bind}: {receiver.error}")
     last_log = 0.0
     finished = False
+    disk: StorageFullError | None = None
     try:
         while not stop.requested and not loop.done():
             loop.poll_receiver()
@@ -239,18 +256,42 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         finished = loop.done()  # the run's end was reached (not a stop signal)
     except FastStop:
         pass  # a second signal: skip the rest of the update, clean up below
+    except (OSError, RedisError) as exc:
+        # A full or read-only disk: stop as for a signal, saying so, and write what can
+        # still be written; anything else is a crash (the launcher restarts the learner).
+        full = storage_error(exc, run_dir=run_dir)
+        if full is None:
+            raise
+        log.error("%s; stopping the run", full)
+        stop.requested = stop.fast = True  # as a second signal: no evaluation on the way out
+        disk = full
     finally:
         with stop.shielded():
             receiver.stop()
             receiver.join(timeout=5)
             loop.poll_receiver()
-            loop.checkpoint()
-            loop.write_status()
-            recorder.close()
-    finish_run(loop, settings, threshold, stop)
+            for cleanup in (loop.checkpoint, loop.write_status, recorder.close):
+                disk = _storage_guarded(cleanup, run_dir) or disk
+    disk = finish_run(loop, settings, threshold, stop) or disk
+    if disk is not None:
+        raise disk  # exit 5 in one line: restarting cannot help
     if finished:
         mark_finished(loop)
     return finished
+
+
+def _storage_guarded(write: Callable[[], object], run_dir: Path) -> StorageFullError | None:
+    """Run `write`; a full or read-only disk is logged and returned, not raised: the
+    learner's way out still writes what it can."""
+    try:
+        write()
+    except (OSError, RedisError) as exc:
+        full = storage_error(exc, run_dir=run_dir)
+        if full is None:
+            raise
+        log.error("%s", full)
+        return full
+    return None
 
 
 def move_aside(run_dir: Path) -> Path:

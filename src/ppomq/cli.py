@@ -7,6 +7,7 @@ Command modules keep heavy imports (torch, gymnasium) inside their run functions
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -91,7 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except UserError as exc:
-        print(f"ppomq: error: {exc}", file=sys.stderr)
+        # A service's stderr may be a log on the disk that just filled up: the exit code
+        # still says what happened (the launcher reads it), the line is lost.
+        with contextlib.suppress(OSError):
+            print(f"ppomq: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

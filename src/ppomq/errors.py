@@ -23,3 +23,11 @@ class RedisUnavailableError(UserError):
     """Redis could not be reached or refused us (exit 4)."""
 
     exit_code = 4
+
+
+class StorageFullError(UserError):
+    """The run dir (or Redis's data) cannot be written: a full disk, a read-only mount
+    (exit 5). Restarting would fail the same way; freeing space and running the same
+    command again resumes the run."""
+
+    exit_code = 5

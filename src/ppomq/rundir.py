@@ -181,10 +181,11 @@ class RecordsDamaged(ValueError):
 
 def _read_rows(path: Path) -> list[list[str]]:
     """The CSV's rows, header first, each data row checked to have the header's width and
-    a number in its `env_steps` column (RecordsDamaged otherwise)."""
+    a number in its `env_steps` column (RecordsDamaged otherwise). A last line that a crash
+    or a full disk cut short (no newline, does not parse) is left out: it was never a row."""
     try:
-        with open(path, newline="") as src:
-            rows = list(csv.reader(src))
+        text = path.read_text()
+        rows = list(csv.reader(text.splitlines()))
     except (UnicodeDecodeError, csv.Error) as exc:
         raise RecordsDamaged(f"{path} does not parse as CSV ({exc})") from None
     if not rows:
@@ -200,19 +201,23 @@ def _read_rows(path: Path) -> list[list[str]]:
         except ValueError:
             ok = False
         if not ok:
+            if line == len(rows) and not text.endswith("\n"):
+                return rows[:-1]  # torn: _truncate_rows_after rewrites the file without it
             raise RecordsDamaged(f"{path} line {line} is damaged ({','.join(row)[:60]!r})")
     return rows
 
 
 def _truncate_rows_after(fh: Any, env_steps: int) -> None:
-    """Keep the header and the rows whose `env_steps` column is at most `env_steps`."""
+    """Keep the header and the rows whose `env_steps` column is at most `env_steps`, and
+    nothing else (a torn last line included)."""
     fh.flush()
-    rows = _read_rows(Path(fh.name))
+    path = Path(fh.name)
+    rows = _read_rows(path)
     if not rows:
         return
     col = rows[0].index("env_steps")
     kept = [rows[0]] + [r for r in rows[1:] if r and int(float(r[col])) <= env_steps]
-    if len(kept) == len(rows):
+    if len(kept) == len(rows) and path.read_text().endswith("\n"):
         return
     fh.seek(0)
     fh.truncate()

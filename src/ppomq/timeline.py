@@ -15,6 +15,7 @@ This module stays light (the launcher imports it before anything heavy).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -64,8 +65,15 @@ class Timeline:
         with self._lock:  # the exit watchers mark from their own threads
             self.marks[phase] = at
             if self._fh is not None and not self._fh.closed:
-                self._fh.write(f"{at:.6f} {at - self.t0:+8.3f} s  {phase}\n")
-                self._fh.flush()
+                self._write(f"{at:.6f} {at - self.t0:+8.3f} s  {phase}\n")
+
+    def _write(self, line: str) -> None:
+        """One line to the log; a full disk loses the line, never the launcher (which
+        reports the full disk itself)."""
+        assert self._fh is not None
+        with contextlib.suppress(OSError):
+            self._fh.write(line)
+            self._fh.flush()
 
     def watch_exit(self, phase: str, proc: Any) -> None:
         """Mark `phase` the moment `proc` (a multiprocessing process) exits, from a daemon
@@ -121,8 +129,9 @@ class Timeline:
             doc["overhead_s"] = round(doc["startup_s"] + doc["shutdown_s"], 3)
         with self._lock:
             if self._fh is not None:
-                self._fh.write(TIMELINE_PREFIX + json.dumps(doc) + "\n")
-                self._fh.close()
+                self._write(TIMELINE_PREFIX + json.dumps(doc) + "\n")
+                with contextlib.suppress(OSError):  # a full disk: said by the launcher
+                    self._fh.close()
         return doc
 
 

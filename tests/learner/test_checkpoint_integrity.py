@@ -181,3 +181,19 @@ def test_the_solve_point_is_recomputed_from_the_rows(tmp_path):
     # The 20-episode mean first reaches 475 when 19 of 20 are 500s: episode 23, at 2,300.
     assert records["recorder"]["solved_at_env_steps"] == 2300
     assert records["recorder"]["episodes"] == 30
+
+
+def test_a_torn_last_line_is_dropped_on_resume_not_taken_for_damage(tmp_path):
+    from ppomq.rundir import RunRecorder
+
+    rec = RunRecorder(tmp_path, solve_threshold=None)
+    rec.add_episodes([10.0], [10], env_steps=100, wall_s=1.0)
+    rec.close()
+    with open(tmp_path / "episodes.csv", "a") as fh:
+        fh.write("200,2.0,2")  # a full disk cut the row short
+    again = RunRecorder(tmp_path, solve_threshold=None)
+    again.set_state({"episodes": 1, "window": [10.0]}, env_steps=150)
+    again.add_episodes([30.0], [30], env_steps=150, wall_s=1.5)
+    again.close()
+    rows = (tmp_path / "episodes.csv").read_text().splitlines()
+    assert [row.split(",")[0] for row in rows] == ["env_steps", "100", "150"]

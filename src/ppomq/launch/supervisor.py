@@ -14,7 +14,7 @@ from redis.backoff import ExponentialBackoff
 from .. import zygote
 from ..embedded_redis import EmbeddedRedis, free_port
 from ..envs import spaces_of
-from ..errors import RedisUnavailableError, UsageError, UserError
+from ..errors import RedisUnavailableError, StorageFullError, UsageError, UserError
 from ..redis_util import connect_redis, make_redis, redact_url
 from ..rundir import FINISHED_FILE, REDIS_DIR, write_json_atomic
 from ..settings import (
@@ -24,6 +24,7 @@ from ..settings import (
     WeightserverSettings,
     settings_snapshot,
 )
+from ..storage import storage_text
 from ..timeline import Timeline
 from .child import Child
 from .dataplane import run_keys
@@ -70,6 +71,7 @@ class Launcher(_Shutdown):
         self.learner: Child | None = None
         self.stopping = False
         self.start_time = time.monotonic()
+        self.start_time_unix = time.time()  # files older than this are an earlier run's
         # Why supervise ended the run early (printed last, as a one-line error), if it did.
         self.failure: UserError | None = None
         # A second stop signal moves this up (see hurry); waits in stop() end by it.
@@ -222,6 +224,16 @@ class Launcher(_Shutdown):
             self.failure = _error(f"{child.name}: {reason} (see {child.log_path})", 2)
             _note(f"{child.name} {what} (a usage error); stopping the run...")
             return 2
+        if code == StorageFullError.exit_code:
+            # A full or read-only disk: a restart would fail the same way. The child's own
+            # line names the file, if its log (on that disk) could take it.
+            reason = _last_error_line(child.log_path) or storage_text(self.run_dir)
+            summary = self.run_dir / "summary.json"
+            if not summary.exists() or summary.stat().st_mtime < self.start_time_unix:
+                reason += "; summary.json could not be written"
+            self.failure = StorageFullError(f"{child.name}: {reason}")
+            _note(f"{child.name} {what} (the disk is full or read-only); stopping the run...")
+            return code
         if child.name.startswith("actor") and not self.s.restart_actors:
             child.retired = True
             _note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
