@@ -5,10 +5,11 @@
 
 What CURVE (ZeroMQ encryption and authentication of the rollout and weights sockets, keys
 made in RUN_DIR/keys) costs a user end to end. Each seed S in 0..N-1 gives a pair of runs of
-the same command, once plain (ZeroMQ on loopback, the default) and once with `--curve`:
+the same command, once plain (`--no-curve`: ZeroMQ on loopback, unauthenticated) and once
+with `--curve` (the default since the data plane is authenticated on loopback too):
 
     ppomq train --mode async --actors 2 --total-steps CAP --target-return 475
-        --eval-episodes 0 --seed S --run-dir DIR --no-progress [--curve]
+        --eval-episodes 0 --seed S --run-dir DIR --no-progress --curve|--no-curve
 
 (--mode and --actors at ppomq's defaults, spelt out by benchmarks/e2e.py's command; torch
 uses one thread per service process, as the services set it). The order alternates per
@@ -99,7 +100,7 @@ def measure(arm: str, seed: int, *, cap: int, target: float, workdir: Path,
             lock: str | None) -> dict[str, Any]:  # fmt: skip
     """One run, under the lock, and what its run dir says."""
     c = contender(arm, cap)
-    with _Lock(lock), _flag(["--curve"] if arm == CURVE else []):
+    with _Lock(lock), _flag(["--curve"] if arm == CURVE else ["--no-curve"]):
         rec: RunRecord = run_one(c, seed, cap=cap, target=target, workdir=workdir,
                                  rllib_python=None)  # fmt: skip
         load_after = round(os.getloadavg()[0], 2)
@@ -213,7 +214,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
             else "no bench lock was held."
         ),
         "",
-        f"Each pair runs the same command on one seed, plain and with `--curve` (keys made in "
+        f"Each pair runs the same command on one seed, plain (`--no-curve`) and with `--curve` "
+        "(the default; keys made in "
         "RUN_DIR/keys; rollout and weights sockets encrypted and authenticated), order "
         "alternating (plain first on even seeds); the clock runs from just before the fork to "
         f"the command's exit. ppomq's defaults: {d['mode']} mode, {d['actors']} actors, "

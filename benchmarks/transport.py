@@ -74,6 +74,11 @@ MAIN_SIZES = ("cartpole", "atari")
 T, N = 128, 8
 
 
+def latency_messages(size: Size) -> int:
+    """Batches in a latency run (one in flight): a tenth of a throughput run's, >= 20."""
+    return max(20, size.messages // 10)
+
+
 def make_spec(size: Size) -> RolloutSpec:
     return RolloutSpec(
         run_id="bench",
@@ -148,7 +153,7 @@ def sender_main(conn: Connection) -> None:
         job = conn.recv()
         if job is None:
             return
-        endpoint, mode, key, count, curve = job
+        endpoint, mode, key, count, curve, lockstep = job
         batch = batches[key]
         # Each socket stays open until the receiver has everything: libzmq may drop the
         # last messages of a PUSH socket closed while the peer's queue is full, linger or
@@ -156,6 +161,8 @@ def sender_main(conn: Connection) -> None:
         if mode in ("ppomq", "ppomq_obs", "curve"):
             with RolloutSender(endpoint, hwm=HWM, curve=curve) as tx:
                 for seq in range(count):
+                    if lockstep:  # latency: one batch in flight, sent when the receiver asks
+                        conn.recv()
                     batch.seq = seq
                     batch.created_ns = time.time_ns()
                     if not tx.send(encode(batch, frames=_layout(mode)), timeout_ms=60_000):
@@ -181,11 +188,17 @@ def receive_run(
     mode: str,
     key: str,
     curve: tuple[CurveServer, CurveClient] | None = None,
+    latencies: list[float] | None = None,
 ) -> tuple[float, int]:
     """One timed run: (seconds for `messages` batches after warm-up, bytes per batch).
-    Modes: ppomq, raw, curve (ppomq with CURVE, `curve`: the server's and client's keys)."""
+    Modes: ppomq, raw, curve (ppomq with CURVE, `curve`: the server's and client's keys).
+
+    With `latencies` (ppomq modes only) the run is a latency run instead: one batch in
+    flight at a time, LATENCY_MESSAGES of them, each one's time from just before its
+    encode to the end of its decode (ms, the machine's one clock) appended to it."""
     size = SIZES[key]
-    count = WARMUP + size.messages
+    lockstep = latencies is not None
+    count = WARMUP + (latency_messages(size) if lockstep else size.messages)
     spec = make_spec(size)
     client = None
     if mode in ("ppomq", "ppomq_obs", "curve"):
@@ -204,13 +217,15 @@ def receive_run(
         rx.bind(endpoint)
         bound = rx.getsockopt_string(zmq.LAST_ENDPOINT)
     try:
-        conn.send((bound, mode, key, count, client))
+        conn.send((bound, mode, key, count, client, lockstep))
         seqs = SeqTracker()
         nbytes = 0
         start = 0.0
         for i in range(count):
             if i == WARMUP:
                 start = time.perf_counter()
+            if lockstep:
+                conn.send("next")
             if mode in ("ppomq", "ppomq_obs", "curve"):
                 deadline = time.monotonic() + 60
                 frames = rx.recv(timeout_ms=60_000)
@@ -223,6 +238,8 @@ def receive_run(
                     actor_id_matches_key(batch.actor_id, sender_key(frames[0]) or "")
                 seqs.record(batch.actor_id, batch.seq)  # as the learner does on acceptance
                 nbytes = batch.nbytes
+                if latencies is not None and i >= WARMUP:
+                    latencies.append((time.time_ns() - batch.created_ns) / 1e6)
             else:
                 frames = rx.recv_multipart(copy=False)
                 nbytes = sum(len(f) for f in frames)
@@ -344,6 +361,32 @@ def measure_pair(
         row[f"{mode}_MB_per_s"] = n * nbytes / sec / 1e6
         row[f"{mode}_ms_per_batch"] = sec / n * 1e3
         row[f"{mode}_runs_s"] = times[mode]
+    return row
+
+
+def measure_latency(
+    conn: Connection,
+    endpoint: str,
+    modes: tuple[str, str],
+    key: str,
+    runs: int,
+    keys: tuple[CurveServer, CurveClient] | None = None,
+) -> dict[str, Any]:
+    """Per-batch latency, one batch in flight: `runs` latency runs per mode, interleaved
+    (order alternating); per mode the median over runs of each run's median (and p90)."""
+    medians: dict[str, list[float]] = {m: [] for m in modes}
+    p90s: dict[str, list[float]] = {m: [] for m in modes}
+    for run in range(runs):
+        for mode in modes if run % 2 == 0 else modes[::-1]:
+            got: list[float] = []
+            receive_run(conn, endpoint, mode, key, keys, latencies=got)
+            medians[mode].append(statistics.median(got))
+            p90s[mode].append(statistics.quantiles(got, n=10)[-1])
+    row: dict[str, Any] = {"latency_batches_per_run": latency_messages(SIZES[key])}
+    for mode in modes:
+        row[f"{mode}_latency_ms"] = statistics.median(medians[mode])
+        row[f"{mode}_latency_p90_ms"] = statistics.median(p90s[mode])
+        row[f"{mode}_latency_runs_ms"] = medians[mode]
     return row
 
 
@@ -493,14 +536,18 @@ def curve_main(runs: int) -> None:
     with tempfile.TemporaryDirectory(prefix="ppomq-bench-", dir="/tmp") as tmp:
         keys = _curve_keys(tmp)
         for key in SIZES:
-            row = measure_pair(parent, "tcp://127.0.0.1:0", ("ppomq", "curve"), key, runs, keys)
+            modes = ("ppomq", "curve")
+            row = measure_pair(parent, "tcp://127.0.0.1:0", modes, key, runs, keys)
+            row.update(measure_latency(parent, "tcp://127.0.0.1:0", modes, key, runs, keys))
             row["transport"] = "tcp"
             row["ratio"] = row["curve_batches_per_s"] / row["ppomq_batches_per_s"]
             row["added_ms_per_batch"] = row["curve_ms_per_batch"] - row["ppomq_ms_per_batch"]
+            row["added_latency_ms"] = row["curve_latency_ms"] - row["ppomq_latency_ms"]
             rows.append(row)
             print(
                 f"{key:9s} tcp: off {row['ppomq_batches_per_s']:9.1f}/s "
-                f"CURVE {row['curve_batches_per_s']:9.1f}/s ratio {row['ratio']:.3f}",
+                f"{row['ppomq_latency_ms']:.2f} ms; CURVE {row['curve_batches_per_s']:9.1f}/s "
+                f"{row['curve_latency_ms']:.2f} ms; ratio {row['ratio']:.3f}",
                 flush=True,
             )
     parent.send(None)
@@ -529,20 +576,32 @@ def curve_markdown(result: dict[str, Any]) -> str:
         f"{result['runs']}`. Median of {result['runs']} interleaved runs over tcp loopback; "
         f"sender in a separate process; HWM {result['hwm']}. Both: encode + send + recv + "
         "decode + validate; CURVE adds the encryption of every frame on both ends and the "
-        "learner's actor-id-vs-key check. "
+        "learner's actor-id-vs-key check. Throughput: batches back to back (up to HWM in "
+        "flight); latency: one batch in flight, from just before its encode to the end of "
+        "its decode, median (and p90) of each run, median over runs. The Atari stacks go in "
+        "ROLLOUT 1.2's frames layout, what ppomq sends for Atari; the plain Atari row is the "
+        "same shape with every frame distinct (the `obs` layout's bytes). "
         f"libzmq {result['zmq']}, pyzmq {result['pyzmq']}, {result['machine']['platform']}, "
         f"{result['machine']['cpus']} CPUs.",
         "",
         "| batch | MB/batch | off batches/s | off MB/s | CURVE batches/s | CURVE MB/s "
-        "| CURVE/off | added ms/batch |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| CURVE/off | added ms/batch | off latency ms (p90) | CURVE latency ms (p90) "
+        "| added latency ms |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["rows"]:
+        latency = (
+            f"| {r['ppomq_latency_ms']:.2f} ({r['ppomq_latency_p90_ms']:.2f}) "
+            f"| {r['curve_latency_ms']:.2f} ({r['curve_latency_p90_ms']:.2f}) "
+            f"| {r['added_latency_ms']:.2f} |"
+            if "added_latency_ms" in r
+            else "| | | |"
+        )
         lines.append(
             f"| {r['label']} | {r['batch_bytes'] / 1e6:.3f} "
             f"| {r['ppomq_batches_per_s']:,.0f} | {r['ppomq_MB_per_s']:,.0f} "
             f"| {r['curve_batches_per_s']:,.0f} | {r['curve_MB_per_s']:,.0f} "
-            f"| {r['ratio']:.2f} | {r['added_ms_per_batch']:.3f} |"
+            f"| {r['ratio']:.2f} | {r['added_ms_per_batch']:.3f} " + latency
         )
     lines.append("")
     return "\n".join(lines)

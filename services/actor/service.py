@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from ppomq.curve import CurveClient, client_from_settings, key_suffix
+from ppomq.curve import CurveClient, client_from_settings, key_suffix, last_client_failure
 from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.metrics import ActorMetrics, Heartbeat
 from ppomq.models import InferencePolicy
@@ -250,4 +250,7 @@ def refresh_weights(
             return None
         if not warned and waited > 10:
             warned = True
-            log.warning("still waiting for weights newer than v%d from the weightserver", version)
+            # A refused key looks like a silent weightserver: say the handshake's cause too.
+            cause = last_client_failure()
+            log.warning("still waiting for weights newer than v%d from the weightserver%s",
+                        version, f"; {cause}" if cause else "")  # fmt: skip

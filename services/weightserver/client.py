@@ -17,7 +17,8 @@ A DEALER socket (not REQ) so that a lost reply never wedges the socket; after a 
 the socket is closed and recreated anyway ("lazy pirate"), so no stale request stays
 queued for a server that comes back. Given several endpoints (replicas), requests go
 round-robin among the connected ones. With `curve` the socket is a CURVE client: a server
-that refuses its key never answers, and requests time out (`WeightsTimeoutError`).
+that refuses its key never answers, and requests time out (`WeightsTimeoutError`); the
+failed handshake's likely cause is logged (ppomq.curve, `last_client_failure`).
 """
 
 from __future__ import annotations

@@ -14,14 +14,23 @@ allow-list, the actor id rule.
 
 Certificates are ZeroMQ's format (`zmq.auth.create_certificates`): NAME.key holds the
 public key, NAME.key_secret both keys. Every problem with them is a one-line UsageError.
+
+A failed handshake (a key not on the allow-list, another server's public key, a peer
+without CURVE) is logged on both ends with its likely cause and counted
+(`HandshakeWatch`, `handshake_failures`; /metrics in ppomq.metrics).
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
+import itertools
+import logging
+import os
+import struct
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +42,7 @@ from zmq.utils import z85
 from .errors import UsageError
 
 KEY_SUFFIX_HEX = 10
+log = logging.getLogger("ppomq.curve")
 
 
 @dataclass(frozen=True)
@@ -246,6 +256,7 @@ class ServerAuth:
         self._ctx = sock.context
         _acquire_authenticator(self._ctx, curve.allowed_dir, curve.public)  # before bind
         self._released = False
+        HandshakeWatch(sock, "server", allowed_dir=curve.allowed_dir)
         sock.setsockopt(zmq.CURVE_SERVER, 1)
         sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
         sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
@@ -263,10 +274,12 @@ def self_client(server: CurveServer) -> CurveClient:
 
 
 def make_client(sock: zmq.Socket[Any], curve: CurveClient) -> None:
-    """Make a connecting socket a CURVE client (before connect)."""
+    """Make a connecting socket a CURVE client (before connect); a failed handshake is
+    logged with its likely cause and counted (`HandshakeWatch`)."""
     sock.setsockopt(zmq.CURVE_SERVERKEY, curve.server_public)
     sock.setsockopt(zmq.CURVE_PUBLICKEY, curve.public)
     sock.setsockopt(zmq.CURVE_SECRETKEY, curve.secret)
+    HandshakeWatch(sock, "client", key=key_suffix(curve.public))
 
 
 def sender_key(frame: Any) -> str | None:
@@ -277,14 +290,167 @@ def sender_key(frame: Any) -> str | None:
         return None
 
 
+# --- failed handshakes -------------------------------------------------------------------
+#
+# A CURVE handshake that fails is silent at the socket API: the client's messages just
+# never leave, the server never sees them. libzmq reports it only as a monitor event, so
+# every CURVE socket gets a monitor, read by a daemon thread that names the likely cause
+# (which side holds the wrong key), logs it and counts it (the /metrics counter
+# ppomq_curve_handshake_failures_total{side, reason}, ppomq.metrics).
+
+_FAILED_EVENTS = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+# Log a cause at once, then at most this often per (side, endpoint, cause) with the count:
+# a refused client retries every 0.1-2 s, forever.
+FAILURE_LOG_EVERY_S = 60.0
+# On a client a handshake the server just drops (no detail) is, repeated, a wrong server
+# key; once, it may be the server stopping mid-handshake, so it is named from the second.
+_NO_DETAIL_REPEATS = 2
+
+_failures_lock = threading.Lock()
+_failures: Counter[tuple[str, str]] = Counter()
+_logged_at: dict[tuple[str, str, str], float] = {}
+_last_client_failure: list[str] = []
+_watch_ids = itertools.count()
+
+
+def handshake_failures() -> dict[tuple[str, str], int]:
+    """Failed CURVE handshakes in this process so far: (side, reason) -> count."""
+    with _failures_lock:
+        return dict(_failures)
+
+
+def last_client_failure() -> str | None:
+    """What the last failed CURVE handshake of a client socket in this process said (its
+    likely cause and what to do), None if none failed."""
+    with _failures_lock:
+        return _last_client_failure[0] if _last_client_failure else None
+
+
+def _reason(side: str, event: int, value: int) -> str:
+    if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        # ZAP status 400: the allow-list refused the key (300, 500: the ZAP handler's own
+        # trouble, not the key's).
+        return "key_not_allowed" if value == 400 else "zap_error"
+    if event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        if value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+            return "wrong_server_key"  # the hello (or welcome) was sealed for another key
+        if value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+            return "server_not_curve" if side == "client" else "client_not_curve"
+        return "protocol_error"
+    return "wrong_server_key" if side == "client" else "dropped"
+
+
+def _describe(side: str, reason: str, endpoint: str, value: int, extra: str) -> str:
+    if side == "client":
+        return {
+            "key_not_allowed": f"CURVE: {endpoint} refused this process's key ({extra}): it "
+            "is not in the server's allow-list; copy its public NAME.key into the server's "
+            "curve_allowed_dir, or give a key that is there (--curve-actor-cert)",
+            "wrong_server_key": f"CURVE: the handshake with {endpoint} fails: the server "
+            "cannot read our hello, so --curve-server-public-cert is most likely not that "
+            "server's public key; give its server.key",
+            "server_not_curve": f"CURVE: {endpoint} does not use CURVE (plain ZeroMQ): start "
+            "it with --curve-server-cert and --curve-allowed-dir, or drop this process's "
+            "--curve-* settings",
+        }.get(reason, f"CURVE: the handshake with {endpoint} failed ({reason}, {value:#x})")
+    return {
+        "key_not_allowed": f"CURVE: refused a client on {endpoint}: its key is not in the "
+        f"allow-list {extra}",
+        "wrong_server_key": f"CURVE: refused a client on {endpoint}: it sealed its hello for "
+        "another server key (its --curve-server-public-cert is not this server's)",
+        "client_not_curve": f"CURVE: refused a client on {endpoint}: it does not use CURVE "
+        "(plain ZeroMQ)",
+        "dropped": f"CURVE: a client on {endpoint} left during the handshake (errno "
+        f"{value}: a client without CURVE, a restart or a port probe)",
+    }.get(reason, f"CURVE: a handshake on {endpoint} failed ({reason}, {value:#x})")
+
+
+def _record(side: str, reason: str, text: str, endpoint: str) -> None:
+    now = time.monotonic()
+    with _failures_lock:
+        _failures[side, reason] += 1
+        if side == "client":
+            _last_client_failure[:] = [text]
+        key = (side, endpoint, reason)
+        if now - _logged_at.get(key, -FAILURE_LOG_EVERY_S) < FAILURE_LOG_EVERY_S:
+            return
+        _logged_at[key] = now
+        total = _failures[side, reason]
+    if side == "server" and reason == "dropped":
+        # A client gone mid-handshake (a port probe, a restart): counted, not a key problem.
+        log.info("%s (%d so far)", text, total)
+    else:
+        log.warning("%s (%d so far)", text, total)
+
+
+class HandshakeWatch:
+    """Watches one socket's handshakes from a daemon thread until the socket closes."""
+
+    def __init__(
+        self, sock: zmq.Socket[Any], side: str, *, key: str = "", allowed_dir: str = ""
+    ) -> None:
+        self.side = side
+        self._extra = key if side == "client" else allowed_dir
+        self._no_detail = 0
+        addr = f"inproc://ppomq-handshakes-{os.getpid()}-{next(_watch_ids)}"
+        # MONITOR_STOPPED (sent at the socket's close only when asked for) ends the thread.
+        events = _FAILED_EVENTS | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_MONITOR_STOPPED
+        sock.monitor(addr, events)
+        mon = sock.context.socket(zmq.PAIR)
+        mon.setsockopt(zmq.LINGER, 0)
+        mon.connect(addr)
+        # The thread owns `mon` from here on (starting a thread is the memory barrier
+        # ZeroMQ asks of a socket that changes threads).
+        threading.Thread(
+            target=self._run, args=(mon,), name="curve-handshakes", daemon=True
+        ).start()
+
+    def _run(self, mon: zmq.Socket[Any]) -> None:
+        try:
+            while True:
+                frames = mon.recv_multipart()
+                if len(frames) != 2 or len(frames[0]) != 6:
+                    continue
+                event, value = struct.unpack("=hi", frames[0])
+                event &= 0xFFFF
+                if event == zmq.EVENT_MONITOR_STOPPED:
+                    return  # the socket closed
+                self._on_event(event, value, frames[1].decode(errors="replace"))
+        except zmq.ZMQError:
+            return  # the context is terminating
+        finally:
+            mon.close(linger=0)
+
+    def _on_event(self, event: int, value: int, endpoint: str) -> None:
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._no_detail = 0
+            return
+        if not event & _FAILED_EVENTS:
+            return
+        if self.side == "client" and event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+            self._no_detail += 1
+            if self._no_detail < _NO_DETAIL_REPEATS:
+                return
+        reason = _reason(self.side, event, value & 0xFFFFFFFF)
+        text = _describe(self.side, reason, endpoint, value & 0xFFFFFFFF, self._extra)
+        _record(self.side, reason, text, endpoint)
+
+
 __all__ = [
     "CurveClient",
     "CurveServer",
+    "HandshakeWatch",
     "ServerAuth",
     "actor_id_matches_key",
     "client_from_settings",
+    "handshake_failures",
     "is_loopback_bind",
     "key_suffix",
+    "last_client_failure",
     "make_client",
     "self_client",
     "sender_key",

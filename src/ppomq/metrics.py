@@ -34,6 +34,9 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, make_wsgi_app
+from prometheus_client.core import CounterMetricFamily
+
+from .curve import handshake_failures
 
 _started: dict[int, Any] = {}
 _lock = threading.Lock()
@@ -325,4 +328,39 @@ class ActorMetrics:
             self._window_start, self._window_steps = now, 0
 
 
-__all__ = ["ActorMetrics", "Heartbeat", "LearnerMetrics", "healthz", "start_metrics_server"]
+class HandshakeFailures:
+    """`ppomq_curve_handshake_failures_total{side, reason}`: the CURVE handshakes that
+    failed in this process (ppomq.curve counts them from libzmq's monitor events), read at
+    each scrape. On a learner or weightserver (side="server") `key_not_allowed` counts
+    clients refused by the allow-list and `wrong_server_key` clients that sealed their
+    hello for another server's key; on an actor (side="client"), its own failures."""
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(
+            "ppomq_curve_handshake_failures",
+            "Failed CURVE handshakes by side and likely cause",
+            labels=["side", "reason"],
+        )
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return [self._family()]
+
+    def collect(self) -> list[CounterMetricFamily]:
+        family = self._family()
+        for (side, reason), n in sorted(handshake_failures().items()):
+            family.add_metric([side, reason], n)
+        return [family]
+
+
+# In the default registry, beside the process collector: every service that serves
+# /metrics exposes it, whichever of its sockets use CURVE.
+REGISTRY.register(HandshakeFailures())
+
+__all__ = [
+    "ActorMetrics",
+    "HandshakeFailures",
+    "Heartbeat",
+    "LearnerMetrics",
+    "healthz",
+    "start_metrics_server",
+]

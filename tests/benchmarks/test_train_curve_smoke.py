@@ -82,7 +82,7 @@ def test_one_pair_writes_well_formed_results(tmp_path: Path) -> None:
     (pair,) = doc["pairs"]
     assert pair["order"] == [PLAIN, CURVE] and all(v > 0 for v in pair["ratios"].values())
     plain, curve = pair["runs"][PLAIN], pair["runs"][CURVE]
-    assert curve["command"].endswith("--curve") and "--curve" not in plain["command"]
+    assert curve["command"].endswith("--curve") and plain["command"].endswith("--no-curve")
     assert curve["keys_made"] and not plain["keys_made"]
     assert (runs / "ppomq-curve-s0" / "keys" / "server.key").exists()
     assert (out / "train_curve.md").read_text().startswith("# Whole-process cost of CURVE")

@@ -1,5 +1,6 @@
-"""The data plane of a `ppomq train` run: plain ZeroMQ on loopback, or CURVE with keys the
-run makes for itself (RUN_DIR/keys); never plain ZeroMQ beyond loopback unless asked."""
+"""The data plane of a `ppomq train` run: CURVE with keys the run makes for itself
+(RUN_DIR/keys) by default, plain ZeroMQ on loopback with --no-curve; never plain ZeroMQ
+beyond loopback unless asked."""
 
 from __future__ import annotations
 
@@ -53,18 +54,20 @@ def describe_data_plane(s: TrainSettings) -> str:
     given = [n for n in ("curve_server_cert", "curve_allowed_dir") if getattr(s, n)]
     if given:
         raise UsageError(
-            f"`ppomq train` makes its own CURVE keys: pass --curve (keys in RUN_DIR/{KEYS_DIR}) "
-            f"instead of {given[0]}"
+            f"`ppomq train` makes its own CURVE keys (in RUN_DIR/{KEYS_DIR}): leave out {given[0]}"
         )
     if s.curve:
         return f"CURVE, keys in RUN_DIR/{KEYS_DIR}"
     beyond = [b for b in (s.rollout_bind, s.weightserver_bind) if b and not is_loopback_bind(b)]
     if not beyond:
-        return "plain ZeroMQ on loopback, unauthenticated (--curve to encrypt)"
+        return (
+            "plain ZeroMQ on loopback, unauthenticated (--no-curve): any local process may "
+            "send rollouts and read weights"
+        )
     if not s.insecure_plaintext:
         raise UsageError(
-            f"{beyond[0]} reaches beyond loopback, and CURVE is off: pass --curve (keys made "
-            "in the run dir), bind 127.0.0.1, or --insecure-plaintext to let anyone who "
+            f"{beyond[0]} reaches beyond loopback, and CURVE is off: drop --no-curve (keys "
+            "made in the run dir), bind 127.0.0.1, or --insecure-plaintext to let anyone who "
             "reaches the port in"
         )
     return (
