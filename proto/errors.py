@@ -36,6 +36,9 @@ class Reason(Enum):
     # Raised by the learner's receiver under CURVE, after decoding: the batch's actor_id
     # does not end with its sender's key suffix (ROLLOUT.md "Authentication").
     ACTOR_ID_NOT_KEY = (23, "actor_id_not_key")
+    # Raised by the learner's episode book: the header's `episodes` are not the episodes
+    # the batch's own rewards and episode ends make (ROLLOUT.md "Episodes").
+    EPISODES_MISMATCH = (24, "episodes_mismatch")
 
     @property
     def code(self) -> int:

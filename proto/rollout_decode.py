@@ -288,10 +288,11 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
     )
 
 
-def peek_sender(frames: Sequence[Any]) -> tuple[str, int | None] | None:
-    """(actor_id, sent) from a message `decode` refused, when its header names its sender
-    (a msgpack map with a str `actor_id` of at most 256 chars); None otherwise. For the
-    learner's ledger only: the id is as claimed, nothing else of the message is trusted."""
+def peek_sender(frames: Sequence[Any]) -> str | None:
+    """The actor_id a message `decode` refused names, when its header names one (a msgpack
+    map with a str `actor_id` of at most 256 chars); None otherwise. For the learner's
+    ledger only: the id is as claimed, and nothing else of the message is taken (not its
+    `sent`: a refused message must not move an actor's figures)."""
     try:
         if len(frames) < 1 or memoryview(frames[0]).nbytes > MAX_HEADER_BYTES:
             return None
@@ -301,5 +302,4 @@ def peek_sender(frames: Sequence[Any]) -> tuple[str, int | None] | None:
     actor_id = h.get("actor_id") if type(h) is dict else None
     if type(actor_id) is not str or not actor_id or len(actor_id) > MAX_ID_LEN:
         return None
-    sent = h.get("sent")
-    return actor_id, sent if type(sent) is int and sent >= 1 else None
+    return actor_id

@@ -17,9 +17,10 @@ import numpy as np
 
 from .errors import DecodeError, Reason
 
-ROLLOUT_SCHEMA = "ppomq.rollout/1.2"
+ROLLOUT_SCHEMA = "ppomq.rollout/1.3"
 ROLLOUT_FAMILY = "ppomq.rollout"
-ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 2  # 1.1: optional `sent`; 1.2: the frames layout
+# 1.1: optional `sent`; 1.2: the frames layout; 1.3: optional `scores` and `episode_ends`
+ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 3
 
 # The wire dtypes. All multi-byte types are little-endian on the wire.
 ALLOWED_DTYPES: frozenset[str] = frozenset(
@@ -179,6 +180,10 @@ class RolloutSpec:
             "final_values": ("float32", (t, n), True),
             "bootstrap_value": ("float32", (n,), True),
             "bootstrap_obs": (self.obs_dtype, (n, *self.obs_shape), False),
+            # 1.3: what the episode figures are summed from and where they end, when the
+            # training rewards and done flags are not those (ROLLOUT.md "Episodes").
+            "scores": ("float32", (t, n), False),
+            "episode_ends": ("bool", (t, n), False),
         }
         if len(self.obs_shape) >= 2:
             # 1.2, the frames layout (instead of `obs`): `frames` [K, *F] with K the
@@ -217,6 +222,10 @@ class RolloutBatch:
     # Batches this actor incarnation has sent, this one included (1.1, optional): the
     # learner's rollout ledger compares it with what it received. None: not carried.
     sent: int | None = None
+    # Not on the wire: the episodes the receiver derived from the batch's own rewards (or
+    # scores) and episode ends, where it saw each from its start; None until checked.
+    verified: EpisodeStats | None = None
+    unverified: int = 0  # episodes that ended here whose start the receiver did not see
 
 
 class SeqTracker:

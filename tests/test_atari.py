@@ -160,6 +160,7 @@ class _RandomPolicy:
 
 def test_vector_env_batches_are_n_stacks_and_the_runner_reports_whole_games_raw():
     from ppomq.actor.runner import EnvRunner
+    from ppomq.learner.episodes import EpisodeBook
 
     n, t_steps, env_id = 2, 64, "ALE/Breakout-v5"
     envs = make_vector_env(env_id, n, [11, 12])
@@ -167,11 +168,14 @@ def test_vector_env_batches_are_n_stacks_and_the_runner_reports_whole_games_raw(
     spec = rollout_spec_for(env_id, run_id="r", num_steps=t_steps, max_bytes=1 << 30, num_envs=n)
     runner = EnvRunner(envs=envs, spec=spec, run_id="r", actor_id="a", env_id=env_id)
     policy = _RandomPolicy(4)
+    book = EpisodeBook()  # the learner's: it derives the games from the batch's own data
     returns, lengths, life_ends, rewards = [], [], 0, []
     for seq in range(40):
         batch = runner.sample(policy, policy_version=0, seq=seq)
         obs = batch.arrays["obs"]
         assert obs.shape == (t_steps, n, 4, 84, 84) and obs.dtype == np.uint8
+        book.verify(batch)  # raw `scores`, game-over `episode_ends`: the claims agree
+        assert batch.verified == batch.episodes and batch.unverified == 0
         returns += batch.episodes.returns
         lengths += batch.episodes.lengths
         life_ends += int(batch.arrays["terminated"].sum())

@@ -34,6 +34,25 @@ def clip_bounds(space: ActionSpace) -> tuple[np.ndarray, np.ndarray] | None:
     return low, high
 
 
+def raw_scores(info: Mapping[str, Any], n: int) -> np.ndarray:
+    """Each env's raw score of this step from `info["score"]` (ppomq.atari's and the
+    EnvPool backend's, before reward clipping), found for an env that ended this step in
+    `info["final_info"]`, where a SAME_STEP vector env puts that step's info."""
+    out = np.zeros(n, dtype=np.float32)
+    for where in (info, info.get("final_info") or {}):
+        if "score" in where:
+            mask = where.get("_score", np.ones(n, dtype=bool))
+            out[mask] = np.asarray(where["score"], dtype=np.float32)[mask]
+    return out
+
+
+def game_over(info: Mapping[str, Any], n: int) -> np.ndarray:
+    """Which envs' games ended this step: the whole-game episodes that Gymnasium's
+    RecordEpisodeStatistics (below episodic life) reports in `final_info`."""
+    final = info.get("final_info") or {}
+    return np.asarray(final.get("_episode", np.zeros(n, dtype=bool)), dtype=bool)
+
+
 class EnvRunner:
     """Owns a vector env, the per-env episode counters and reward statistics across rollouts."""
 
@@ -106,6 +125,11 @@ class EnvRunner:
         logp_buf = np.empty((t_steps, n), dtype=np.float32)
         value_buf = np.empty((t_steps, n), dtype=np.float32)
         reward_buf = np.empty((t_steps, n), dtype=np.float32)
+        # What the episode figures are summed from, and where they end (ROLLOUT.md
+        # "Episodes"): sent only where they differ from the rewards and the done flags.
+        scored = self.reward_norm is not None or self.episodes_in_info
+        score_buf = np.empty((t_steps, n), dtype=np.float32) if scored else reward_buf
+        ends_buf = np.zeros((t_steps, n), dtype=bool) if self.episodes_in_info else None
         term_buf = np.empty((t_steps, n), dtype=bool)
         trunc_buf = np.empty((t_steps, n), dtype=bool)
         final_values = np.zeros((t_steps, n), dtype=np.float32)
@@ -146,29 +170,30 @@ class EnvRunner:
                 reward_norm(reward, terminated, out=reward_buf[t])
             else:
                 reward_buf[t] = reward
+            if self.episodes_in_info:
+                score_buf[t] = raw_scores(info, n)
+            elif scored:
+                score_buf[t] = reward
             term_buf[t] = terminated
             trunc_buf[t] = truncated
             self.next_obs = np.asarray(obs, dtype=self.obs_dtype)
 
-            self.episode_return += reward  # raw: the returns reported are the env's own
+            # The float32 values sent, summed as the learner sums them: its own figures
+            # and these claims agree exactly (learner/episodes.py).
+            self.episode_return += score_buf[t]
             self.episode_length += 1
             done = terminated | truncated
             if recurrent:
                 starts = done.copy()  # the next observation begins a new episode there
             if done.any():
-                if self.episodes_in_info:
-                    final = info.get("final_info", {})
-                    if "episode" in final:
-                        ep = final["episode"]
-                        for i in np.flatnonzero(final["_episode"]):
-                            returns.append(float(ep["r"][i]))
-                            lengths.append(int(ep["l"][i]))
-                else:
-                    for i in np.flatnonzero(done):
-                        returns.append(float(self.episode_return[i]))
-                        lengths.append(int(self.episode_length[i]))
-                self.episode_return[done] = 0.0
-                self.episode_length[done] = 0
+                ended = done
+                if ends_buf is not None:  # whole games: a lost life is no end here
+                    ended = ends_buf[t] = done & game_over(info, n)
+                for i in np.flatnonzero(ended):
+                    returns.append(float(self.episode_return[i]))
+                    lengths.append(int(self.episode_length[i]))
+                self.episode_return[ended] = 0.0
+                self.episode_length[ended] = 0
                 # Time-limit truncation is not termination: bootstrap from the value of the
                 # final observation (Pardo et al. 2018, "Time Limits in RL").
                 cut = np.flatnonzero(truncated & ~terminated)
@@ -184,6 +209,10 @@ class EnvRunner:
                         final_values[t, cut] = policy.value(final_obs)
 
         extra: dict[str, np.ndarray] = {}
+        if scored:
+            extra["scores"] = score_buf
+        if ends_buf is not None:
+            extra["episode_ends"] = ends_buf
         if recurrent:
             bootstrap_value = policy.value(self.next_obs, starts, state)
             self.rnn_state, self.rnn_starts = state, starts

@@ -79,18 +79,28 @@ def write_checkpoint(path: Path, state: dict[str, Any], *, weights_sha256: str) 
         path,
         data,
         keep_previous=path.parent / Path(PREVIOUS_NAME).name,
-        verify=read_checkpoint,  # what reached the disk verifies before it replaces anything
+        verify=_verified_payload,  # what reached the disk verifies before it replaces any
     )
 
 
 def read_checkpoint(path: Path) -> Checkpoint:
     """The verified checkpoint at `path`; CheckpointDamaged if any check fails."""
+    found = _verified_payload(path)
+    if found is None:  # written before checksums: torch's own format, unpickled safely
+        return Checkpoint(path, _unpickle(path, path.read_bytes()), None)
+    payload, weights_sha = found
+    return Checkpoint(path, _unpickle(path, payload), weights_sha)
+
+
+def _verified_payload(path: Path) -> tuple[memoryview, str] | None:
+    """The payload and weights digest of a checkpoint file whose magic, size and sha256
+    check out (None: a file from before checksums); CheckpointDamaged otherwise."""
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise CheckpointDamaged(path, f"unreadable ({exc.strerror})") from None
     if data.startswith(_LEGACY_MAGIC):
-        return Checkpoint(path, _unpickle(path, data), None)
+        return None
     if not data:
         raise CheckpointDamaged(path, "empty file")
     if not data.startswith(MAGIC):
@@ -106,7 +116,7 @@ def read_checkpoint(path: Path) -> Checkpoint:
         raise CheckpointDamaged(path, f"truncated: {len(payload)} of {size} bytes")
     if hashlib.sha256(payload).hexdigest() != sha:
         raise CheckpointDamaged(path, "its content does not match its sha256 (corrupted)")
-    return Checkpoint(path, _unpickle(path, payload), str(weights_sha))
+    return payload, str(weights_sha)
 
 
 def _unpickle(path: Path, payload: bytes | memoryview) -> dict[str, Any]:

@@ -97,9 +97,10 @@ def finish_run(
         "batches_rejected": rejects,
         # Valid batches dropped at a full queue for newer ones (async): waste, not refusals.
         "batches_surplus": loop.ledger.totals["surplus"],
-        "waste_ratio": (
-            (sum(rejects.values()) + loop.ledger.totals["surplus"]) / loop.produced_batches
-        )
+        # Valid batches received but not trained on (stale, duplicate, surplus ...) over
+        # valid batches received: invalid messages are no one's production, and are
+        # counted apart (batches_rejected, the ledger's invalid and unattributed).
+        "waste_ratio": (loop.produced_batches - loop.gate.accepted) / loop.produced_batches
         if loop.produced_batches
         else 0.0,
         "policy_age_histogram": {str(k): v for k, v in sorted(loop.gate.ages.items())},
@@ -114,6 +115,9 @@ def finish_run(
         "final_mean_return_20": loop.recorder.mean_return,
         "final_eval_return": eval_return,
         "episodes": loop.recorder.episodes,
+        # Ended in accepted batches, but started where the learner did not see (a batch
+        # lost in flight, a learner restart): not in any figure above.
+        "episodes_unverified": loop.episodes_unverified,
         # The actor incarnations kept (a restarted actor has a new id; bounded as the ledger).
         "actors_seen": {
             k: {

@@ -16,6 +16,12 @@ lost in flight: handed to the actor's socket but never counted here: the actor k
 mid-send, a network partition, or a learner restart (what a dead learner received after
 its last checkpoint). The totals count every actor ever seen, forgotten ones included.
 
+`sent` is a claim, so it is bounded by what the learner saw: it is taken only from valid
+batches (never from a message refused as invalid), and at most `seq` + 1 (`seq` rises with
+every message an actor sends, from 0, so no actor has sent more). Refused messages that
+name no actor (or that a flood left no room to attribute) are in the totals under their
+own line, `unattributed` by reason, so that the totals count every refusal.
+
 Bounded: an actor not heard from for `forget_after_s` is forgotten, and beyond
 `max_actors` one is dropped (`actors_forgotten`, `actors_dropped_over_cap`): the least
 recently heard of those never trained on, so that a flood of made-up ids pushes out only
@@ -69,14 +75,19 @@ class RolloutLedger:
         return {"sent": 0, "received": 0, "accepted": 0, "stale": 0, "duplicates": 0,
                 "surplus": 0, "invalid": {}, "lost_in_flight": 0, "actors_seen": 0,
                 "actors_trained": 0, "actors_forgotten": 0,
-                "actors_dropped_over_cap": 0}  # fmt: skip
+                "actors_dropped_over_cap": 0, "unattributed": {}}  # fmt: skip
 
     # ------------------------------------------------------------------ recording
 
-    def note(self, actor_id: str, outcome: str, *, sent: int | None = None) -> list[str]:
+    def note(
+        self, actor_id: str, outcome: str, *, sent: int | None = None, seq: int | None = None
+    ) -> list[str]:
         """One message of `actor_id` reached the learner: `outcome` is "accepted", "stale",
-        "duplicate", "surplus" or an invalid reason. Returns the ids dropped over the cap
-        (the caller drops its own state for them)."""
+        "duplicate", "surplus" or an invalid reason; `sent` and `seq` as the batch says (None
+        for a message refused as invalid). Returns the ids dropped over the cap (the caller
+        drops its own state for them)."""
+        if sent is not None:
+            sent = None if seq is None else min(sent, seq + 1)
         row = self.actors.get(actor_id)
         if row is None:
             row = self.actors[actor_id] = _row()
@@ -110,6 +121,11 @@ class RolloutLedger:
         t["lost_in_flight"] += row["lost_in_flight"] - lost_before
         row["last_seen"] = self.clock()
         return self._over_cap()
+
+    def note_unattributed(self, reason: str, count: int = 1) -> None:
+        """`count` refused messages that no actor's row holds."""
+        bucket = self.totals["unattributed"]
+        bucket[reason] = bucket.get(reason, 0) + count
 
     def _over_cap(self) -> list[str]:
         dropped: list[str] = []
@@ -162,6 +178,7 @@ class RolloutLedger:
     def totals_view(self) -> dict[str, Any]:
         t = dict(self.totals)
         t["invalid"] = dict(t["invalid"])
+        t["unattributed"] = dict(t["unattributed"])
         t["rejected"] = self.rejected(t)
         t["actors_tracked"] = len(self.actors)
         return t
@@ -171,7 +188,11 @@ class RolloutLedger:
     def get_state(self) -> dict[str, Any]:
         return {
             "actors": [[k, dict(v, invalid=dict(v["invalid"]))] for k, v in self.actors.items()],
-            "totals": dict(self.totals, invalid=dict(self.totals["invalid"])),
+            "totals": dict(
+                self.totals,
+                invalid=dict(self.totals["invalid"]),
+                unattributed=dict(self.totals["unattributed"]),
+            ),
         }
 
     def set_state(self, state: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ from ppomq.weightserver.keys import RunKeys
 from ppomq.weightserver.store import WeightStore
 
 from .checkpoint import CKPT_NAME, weights_digest, write_checkpoint
+from .episodes import EpisodeBook
 from .ledger import RolloutLedger
 from .roster import ActorRoster
 from .staleness import StalenessGate
@@ -72,6 +73,7 @@ class LearnerLoop:
         version: int,
         metrics: LearnerMetrics | None = None,
         seqs: SeqTracker | None = None,
+        book: EpisodeBook | None = None,
     ) -> None:
         self.s = settings
         self.trainer = trainer
@@ -93,6 +95,11 @@ class LearnerLoop:
         # Each actor's last accepted `seq`: the receiving thread checks against it at the
         # door, this loop checks again and records it when it accepts a batch.
         self.seqs = seqs if seqs is not None else SeqTracker()
+        # Each actor's episodes followed from its batches' own data (episodes.py); the
+        # receiving thread feeds it, the same object, at the door.
+        self.book = book if book is not None else EpisodeBook(settings.max_actors)
+        # Episodes that ended in accepted batches whose start was not seen: not counted.
+        self.episodes_unverified = 0
         # Env steps of accepted batches: the run's progress (--total-steps, lr annealing,
         # SPS, episodes). Batches refused here (stale, future version, seq) are discarded.
         self.env_steps = 0
@@ -111,11 +118,16 @@ class LearnerLoop:
         self.receiver: Any = None
         self._door_stale_seen = (0, 0)
         self._door_surplus_seen = (0, 0)
+        self._door_unattributed_seen: dict[str, int] = {}
         self._last_counts = 0.0
         # The status's `updated_at`: the last update (the learner's liveness probe reads it),
         # not the last write: counts are written every second, updates or not.
         self.updated_at = time.time()
         self._status_warned = 0.0
+        # What write_status last wrote per actor row (its change marks), and when it last
+        # rewrote the whole hash.
+        self._status_rows_written: dict[str, tuple[Any, Any]] = {}
+        self._status_full_at = float("-inf")
         # The receiving thread's counts of this incarnation, plus those of earlier ones.
         self.decode_rejects: dict[str, int] = {}
         self.decode_rejects_before: Counter[str] = Counter()
@@ -125,6 +137,7 @@ class LearnerLoop:
         self.restarts = 0
         self.finished = False  # set once the run has ended normally (service.mark_finished)
         self._last_checkpoint = time.monotonic()
+        self._published: tuple[int, str] = (-1, "")  # (version, its weights' sha256)
         # Unregistered metrics unless the service passes exported ones (tests build many loops).
         self.metrics = metrics or LearnerMetrics(registry=None)
 
@@ -163,6 +176,7 @@ class LearnerLoop:
             retry.call_with_retry(
                 lambda: self.store.publish(header, blob), failed, with_failure_count=True
             )
+            self._published = (self.version, header.sha256)
         except _StopPublishing as exc:
             log.error("version %d not published, Redis unreachable (%s); the run dir's "
                       "checkpoint has it", self.version, exc)  # fmt: skip
@@ -176,7 +190,7 @@ class LearnerLoop:
         self.produced_batches += 1
         admitted = self._gate(batch)
         outcome = "accepted" if admitted else self._refusal
-        self._forget(self.ledger.note(batch.actor_id, outcome, sent=batch.sent))
+        self._forget(self.ledger.note(batch.actor_id, outcome, sent=batch.sent, seq=batch.seq))
         a = self.actors.setdefault(batch.actor_id, {"batches": 0, "env_steps": 0})
         a.update(
             last_seen=time.time(),
@@ -192,12 +206,15 @@ class LearnerLoop:
         self.seqs.record(batch.actor_id, batch.seq)
         self.roster.heard(batch.actor_id)
         self.env_steps += steps
+        # The episodes the batch's own data makes (episodes.py), never its claims.
+        assert batch.verified is not None  # set by the door or by _gate
         self.recorder.add_episodes(
-            batch.episodes.returns,
-            batch.episodes.lengths,
+            batch.verified.returns,
+            batch.verified.lengths,
             env_steps=self.env_steps,
             wall_s=self.wall_s,
         )
+        self.episodes_unverified += batch.unverified
         a["accepted"] = a.get("accepted", 0) + 1
         a["env_steps"] += steps
         return True
@@ -208,7 +225,8 @@ class LearnerLoop:
         bound: an actor that joined mid-version): in sync mode its next batch, on the new
         version, is then taken rather than missing the quorum again. Any other refusal,
         and older batches under ids never trained on, do not: made-up ids would otherwise
-        hold every update up for --actor-timeout-s."""
+        hold every update up for --actor-timeout-s. A just-missed batch is all a made-up id
+        needs to claim too, so the roster rations those (ActorRoster.joining)."""
         if outcome != "stale":
             return
         row = self.ledger.actors.get(actor_id)
@@ -217,11 +235,22 @@ class LearnerLoop:
             policy_version is not None
             and self.version - policy_version <= self.gate.max_staleness + 1
         )
-        if trained or just_missed:
+        if trained:
             self.roster.heard(actor_id)
+        elif just_missed:
+            self.roster.joining(actor_id)
 
     def _gate(self, batch: RolloutBatch) -> bool:
-        """The seq check and the staleness gate; a refusal's ledger outcome in _refusal."""
+        """The episode check (for a batch that did not come through the receiving thread's
+        door), the seq check and the staleness gate; a refusal's ledger outcome in
+        _refusal."""
+        if batch.verified is None:
+            try:
+                self.book.verify(batch)
+            except DecodeError as exc:
+                self.gate.rejected[exc.reason.label] += 1
+                self._refusal = exc.reason.label
+                return False
         try:
             # Again here, not only at the door: two queued batches of one actor.
             self.seqs.check(batch.actor_id, batch.seq)
@@ -238,6 +267,7 @@ class LearnerLoop:
             self.actors.pop(actor_id, None)
             self.roster.drop(actor_id)
             self.seqs.forget(actor_id)
+            self.book.forget(actor_id)
 
     def poll_receiver(self) -> None:
         """The receiving thread's reject counts, and its refused messages that named their
@@ -261,9 +291,16 @@ class LearnerLoop:
         self.discarded_env_steps += steps - seen_steps
         self._door_surplus_seen = (batches, steps)
         _, self.decode_rejects = self.receiver.snapshot()
-        for actor_id, reason, sent in self.receiver.drain_attributed():
+        # Refusals under no actor: into the ledger's totals, as they come (its checkpoint
+        # keeps them across restarts; the thread's own counts start at 0 with it).
+        for reason, count in self.receiver.unattributed().items():
+            new = count - self._door_unattributed_seen.get(reason, 0)
+            if new:
+                self.ledger.note_unattributed(reason, new)
+                self._door_unattributed_seen[reason] = count
+        for actor_id, reason, sent, seq in self.receiver.drain_attributed():
             outcome = "duplicate" if reason == Reason.SEQ_NOT_INCREASING.label else reason
-            self._forget(self.ledger.note(actor_id, outcome, sent=sent))
+            self._forget(self.ledger.note(actor_id, outcome, sent=sent, seq=seq))
             self._heard_if_known(actor_id, outcome, None)
 
     def publish_counts(self, *, force: bool = False) -> None:
@@ -430,6 +467,7 @@ class LearnerLoop:
             "sps": self.env_steps / max(self.wall_s, 1e-9),
             "mean_return_20": self.recorder.mean_return,
             "episodes": self.recorder.episodes,
+            "episodes_unverified": self.episodes_unverified,
             "batches_accepted": self.gate.accepted,
             "rejects": self.rejects(),
             "mode": self.s.mode,
@@ -448,25 +486,46 @@ class LearnerLoop:
             pipe = self.redis.pipeline(transaction=True)
             pipe.set(self.keys.stats, json.dumps(status))
             # The kept actors only (bounded: forgotten and dropped ones leave the hash),
-            # each with its ledger row.
+            # each with its ledger row. Up to --max-actors rows (made-up ids fill them),
+            # and a write follows every update: serialising them all took ~10 ms a write,
+            # so a row is written again only when its actor's `batches` or its ledger
+            # row's `received` moved (what every batch and every ledger note changes),
+            # and the whole hash every 10 s (a Redis that lost it gets it back).
             rows = self.ledger.actors
-            recent = {
-                k: json.dumps(dict(v, ledger=rows[k]) if k in rows else v)
-                for k, v in self.actors.items()
-            }
+            now = time.monotonic()
+            written = self._status_rows_written
+            full = not written or now - self._status_full_at >= 10.0
+            marks: dict[str, tuple[Any, Any]] = {}
+            changed: dict[str, str] = {}
+            for k, v in self.actors.items():
+                row = rows.get(k)
+                marks[k] = (v["batches"], None if row is None else row["received"])
+                if full or written.get(k) != marks[k]:
+                    changed[k] = json.dumps(v if row is None else dict(v, ledger=row))
             # Actors whose every batch the door refused (stale, future version, surplus):
             # no batch of theirs reached this loop, but their ledger row is worth showing.
             for k, row in rows.items():
-                if k not in recent:
-                    recent[k] = json.dumps({
+                if k in marks:
+                    continue
+                marks[k] = (None, row["received"])
+                if full or written.get(k) != marks[k]:
+                    changed[k] = json.dumps({
                         "last_seen": row["last_seen"], "policy_version": None,
                         "batches": row["received"], "env_steps": 0, "ledger": row,
                     })  # fmt: skip
-            pipe.delete(self.keys.actors)
-            if recent:
-                pipe.hset(self.keys.actors, mapping=recent)
+            gone = [k for k in written if k not in marks]
+            if full:
+                pipe.delete(self.keys.actors)
+            elif gone:
+                pipe.hdel(self.keys.actors, *gone)
+            if changed:
+                pipe.hset(self.keys.actors, mapping=changed)
             pipe.execute()
+            self._status_rows_written = marks
+            if full:
+                self._status_full_at = now
         except Exception as exc:  # Redis blips must not stop training
+            self._status_rows_written = {}  # the next write is a whole one
             if time.monotonic() - self._status_warned > 10.0:  # written every second
                 self._status_warned = time.monotonic()
                 log.warning("could not write status to Redis: %s", exc)
@@ -486,6 +545,7 @@ class LearnerLoop:
                 "trained_samples": self.trained_samples,
                 "wall_s": self.wall_s,
                 "produced_batches": self.produced_batches,
+                "episodes_unverified": self.episodes_unverified,
                 "restarts": self.restarts,
                 "phase_totals": dict(self.phase_totals),
                 "decode_rejects": dict(Counter(self.decode_rejects) + self.decode_rejects_before),
@@ -498,8 +558,12 @@ class LearnerLoop:
             "env_id": self.s.env_id,
             "finished": self.finished,
         }
-        # The digest of the weights as published: a resume compares it with Redis's.
-        write_checkpoint(path, state, weights_sha256=weights_digest(self.trainer.host_state()))
+        # The digest of the weights as published (a resume compares it with Redis's): the
+        # publish's own when this version's weights were published, else packed again.
+        version, digest = self._published
+        if version != self.version:
+            digest = weights_digest(self.trainer.host_state())
+        write_checkpoint(path, state, weights_sha256=digest)
         self._last_checkpoint = time.monotonic()
         return path
 
@@ -514,6 +578,7 @@ class LearnerLoop:
         # Checkpoints written before these counters existed resume with zeros.
         self.produced_batches = int(c.get("produced_batches", 0))
         self.discarded_env_steps = int(c.get("discarded_env_steps", 0))
+        self.episodes_unverified = int(c.get("episodes_unverified", 0))
         self.restarts = int(c.get("restarts", 0)) + 1
         self.phase_totals = Counter(c.get("phase_totals", {}))
         self.decode_rejects_before = Counter(c.get("decode_rejects", {}))

@@ -32,16 +32,21 @@ from ppomq.curve import actor_id_matches_key, sender_key
 from ppomq.proto import DecodeError, Reason, RolloutBatch, RolloutSpec, SeqTracker, decode
 from ppomq.proto.rollout import peek_sender  # the rollout ledger's
 
+from .episodes import EpisodeBook
+
 log = logging.getLogger(__name__)
 
 # Refused messages whose header names a sender, kept for the loop's rollout ledger until it
-# drains them (every ~50 ms); beyond this many, a flood's are counted by reason only.
+# drains them (every ~50 ms); beyond this many, a flood's are counted unattributed.
 MAX_ATTRIBUTED = 4096
 # Refused messages handled per second, at most (and as a burst): beyond it the thread
 # pauses, the socket's high-water mark fills and the flooding peer blocks; ZeroMQ
 # fair-queues peers, so an honest actor's batches are still read in between. The rate
 # bounds the share of the learner's CPU a flood of junk can take (benchmarks/flood.py).
 REJECTS_PER_S = 500.0
+
+# A refusal the ledger puts under an actor: (actor_id, reason, sent, seq).
+Attributed = tuple[str, str, int | None, int | None]
 
 
 class RejectBudget:
@@ -100,8 +105,11 @@ class BatchReceiver(threading.Thread):
         seqs: SeqTracker | None = None,
         rejects_per_s: float = REJECTS_PER_S,
         drop_oldest: bool = False,
+        book: EpisodeBook | None = None,
     ) -> None:
         super().__init__(name="rollout-receiver", daemon=True)
+        # Derives each batch's episodes from its own data and checks the claims (episodes.py).
+        self.book = book
         self._make_socket = make_socket
         self.spec = spec
         self.out = out
@@ -129,8 +137,12 @@ class BatchReceiver(threading.Thread):
         self.future_above: int | None = None
         self._stale = (0, 0)  # those stale batches: (how many, their env steps)
         self._last_warn = 0.0
-        # (actor_id, reason, sent) of refused messages, for the rollout ledger.
-        self._attributed: deque[tuple[str, str, int | None]] = deque(maxlen=MAX_ATTRIBUTED)
+        # (actor_id, reason, sent, seq) of refused messages, for the rollout ledger (`sent`
+        # and `seq` only from valid batches: an invalid message's figures are not taken).
+        self._attributed: deque[Attributed] = deque()
+        # Refused messages the ledger cannot put under an actor, by reason: naming none, or
+        # beyond MAX_ATTRIBUTED waiting (a flood). Totals in the ledger's own lines.
+        self._unattributed: Counter[str] = Counter()
 
     def snapshot(self) -> tuple[int, dict[str, int]]:
         """(valid batches received, rejects by reason) — safe from any thread."""
@@ -149,13 +161,18 @@ class BatchReceiver(threading.Thread):
         with self._lock:
             return self._surplus
 
-    def drain_attributed(self) -> list[tuple[str, str, int | None]]:
-        """(actor_id, reason, sent) of each refused message that named its sender since
-        the last call — safe from any thread."""
+    def drain_attributed(self) -> list[Attributed]:
+        """(actor_id, reason, sent, seq) of each refused message that named its sender
+        since the last call — safe from any thread."""
         with self._lock:
             out = list(self._attributed)
             self._attributed.clear()
         return out
+
+    def unattributed(self) -> dict[str, int]:
+        """Refused messages counted under no actor, by reason, since this thread started."""
+        with self._lock:
+            return dict(self._unattributed)
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -183,19 +200,27 @@ class BatchReceiver(threading.Thread):
                         _check_key(batch, frames)
                 except DecodeError as exc:
                     self._warn(exc)
-                    self._refuse(exc.reason.label, peek_sender(frames), budget)
+                    named = peek_sender(frames)
+                    self._refuse(exc.reason.label, None if named is None else (named, None, None),
+                                 budget)  # fmt: skip
                     continue
                 ceiling = self.future_above
                 if ceiling is not None and batch.policy_version > ceiling:
-                    self._refuse("future_version", (batch.actor_id, batch.sent), budget)
+                    self._refuse("future_version", _sender(batch), budget)
                     continue
+                if self.book is not None:
+                    try:  # before the staleness check: a stale batch carries episodes on
+                        self.book.verify(batch)
+                    except DecodeError as exc:
+                        self._warn(exc)
+                        self._refuse(exc.reason.label, _sender(batch), budget)
+                        continue
                 floor = self.stale_below
                 if floor is not None and batch.policy_version < floor:
                     with self._lock:
                         n, steps = self._stale
                         self._stale = (n + 1, steps + batch.num_steps * batch.num_envs)
-                    sender = (batch.actor_id, batch.sent)
-                    self._refuse(Reason.STALE.label, sender, budget)
+                    self._refuse(Reason.STALE.label, _sender(batch), budget)
                     continue
                 with self._lock:
                     self._received += 1
@@ -218,25 +243,44 @@ class BatchReceiver(threading.Thread):
             with self._lock:
                 n, steps = self._surplus
                 self._surplus = (n + 1, steps + old.num_steps * old.num_envs)
-                self._attributed.append((old.actor_id, "surplus", old.sent))
+            self._attribute((old.actor_id, "surplus", old.sent, old.seq))  # takes the lock
 
     def _refuse(
-        self, reason: str, sender: tuple[str, int | None] | None, budget: RejectBudget
+        self,
+        reason: str,
+        sender: tuple[str, int | None, int | None] | None,
+        budget: RejectBudget,
     ) -> None:
         """Count one refused message (and its sender, for the ledger); pause if over budget."""
         with self._lock:
             self._rejects[reason] += 1
-            if sender is not None:
-                self._attributed.append((sender[0], reason, sender[1]))
+            if sender is None:
+                self._unattributed[reason] += 1
+        if sender is not None:
+            self._attribute((sender[0], reason, sender[1], sender[2]))
         pause = budget.spend()
         if pause:
             self.stop_event.wait(pause)
+
+    def _attribute(self, entry: Attributed) -> None:
+        """Hand one refusal to the ledger, or count it unattributed once MAX_ATTRIBUTED
+        wait (the loop drains them every ~50 ms; only a flood gets here)."""
+        with self._lock:
+            if len(self._attributed) < MAX_ATTRIBUTED:
+                self._attributed.append(entry)
+            else:
+                self._unattributed[entry[1]] += 1
 
     def _warn(self, exc: DecodeError) -> None:
         now = time.monotonic()
         if now - self._last_warn > 5.0:  # one line per 5 s at most: a flood must not flood logs
             self._last_warn = now
             log.warning("rejected rollout (%s): %s", exc.reason.label, exc.detail)
+
+
+def _sender(batch: RolloutBatch) -> tuple[str, int | None, int | None]:
+    """A valid batch's (actor_id, sent, seq) for the ledger."""
+    return batch.actor_id, batch.sent, batch.seq
 
 
 def _check_key(batch: RolloutBatch, frames: list[Any]) -> None:

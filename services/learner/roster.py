@@ -9,6 +9,17 @@ Before the learner has heard from anyone, and for `timeout_s` after its first ba
 *discovery window*), it also waits for `hint` actors: at start-up the actors do not all
 send their first batch at the same instant, and an update on the first arrival alone would
 be a smaller, noisier one than the user asked for.
+
+An actor is a *member* once a batch of it has been trained on (`heard`). An id never
+trained on whose batch only just missed an update (`joining`: a new actor that started
+mid-version) is waited for too, so that in sync mode its next batch makes the quorum
+rather than missing it again; but that is all a made-up id can claim too, for free, so it
+is rationed: only while fewer members are live than the `hint` (a replacement for an
+actor that is gone), one id per vacancy, each id once, for at most `timeout_s`; and a
+newcomer that sent nothing trainable in that time closes the door to newcomers for
+JOIN_COOLDOWN_TIMEOUTS x `timeout_s`. So made-up ids never hold up a run that has its
+hinted actors, and hold up one short of them for at most `timeout_s` per cool-down. A
+newcomer beyond the hint joins with its first batch that makes an update.
 """
 
 from __future__ import annotations
@@ -18,6 +29,11 @@ import time
 from collections.abc import Callable
 
 log = logging.getLogger("ppomq.learner")
+
+# After a newcomer was waited for in vain (a made-up id, or an actor that died at once),
+# newcomers are not waited for during this many actor timeouts: a stream of made-up ids
+# then costs at most one timeout in this many.
+JOIN_COOLDOWN_TIMEOUTS = 10
 
 
 class ActorRoster:
@@ -29,11 +45,15 @@ class ActorRoster:
         self.timeout_s = timeout_s
         self.hint = hint
         self.clock = clock
-        self._last_heard: dict[str, float] = {}
+        self._last_heard: dict[str, float] = {}  # members: trained on
         self._silent: set[str] = set()
         self._first_heard: float | None = None
+        self._joining: dict[str, float] = {}  # newcomers waited for, since when
+        self._tried: set[str] = set()  # newcomers waited for once already
+        self._doors_closed_until = float("-inf")
 
     def heard(self, actor_id: str) -> None:
+        """A batch of `actor_id` was trained on (now or before): it is a member."""
         now = self.clock()
         if self._first_heard is None:
             self._first_heard = now
@@ -41,9 +61,42 @@ class ActorRoster:
             self._silent.discard(actor_id)
             log.info("actor %s is back after %.1f s", actor_id, now - self._last_heard[actor_id])
         self._last_heard[actor_id] = now
+        self._joining.pop(actor_id, None)
+
+    def joining(self, actor_id: str) -> bool:
+        """A batch under an id never trained on only just missed an update: wait for that
+        id's next batch if a vacancy below the hint is free (see the module's docstring).
+        True when it is now waited for."""
+        now = self.clock()
+        self._expire_joiners(now)
+        if actor_id in self._last_heard or actor_id in self._joining or actor_id in self._tried:
+            return False
+        if now < self._doors_closed_until:
+            return False
+        if len(self._live_members(now)) + len(self._joining) >= self.hint:
+            return False
+        self._joining[actor_id] = now
+        self._tried.add(actor_id)
+        log.info("actor %s joined mid-version: updates wait for its next batch", actor_id)
+        return True
+
+    def _live_members(self, now: float) -> set[str]:
+        return {a for a, heard in self._last_heard.items() if now - heard <= self.timeout_s}
+
+    def _expire_joiners(self, now: float) -> None:
+        for actor_id, since in list(self._joining.items()):
+            if now - since > self.timeout_s:
+                del self._joining[actor_id]
+                self._doors_closed_until = now + JOIN_COOLDOWN_TIMEOUTS * self.timeout_s
+                log.warning(
+                    "actor %s sent no batch that could be trained on in %.1f s after joining: "
+                    "updates no longer wait for it, nor for other newcomers for %.0f s",
+                    actor_id, now - since, JOIN_COOLDOWN_TIMEOUTS * self.timeout_s,
+                )  # fmt: skip
 
     def live(self) -> set[str]:
-        """Actors heard from within `timeout_s`; logs each that just fell silent."""
+        """Actors updates wait for: members heard from within `timeout_s`, and newcomers
+        waited for (`joining`); logs each member that just fell silent."""
         now = self.clock()
         live = set()
         for actor_id, heard in self._last_heard.items():
@@ -55,7 +108,8 @@ class ActorRoster:
                     "actor %s silent for %.1f s: updates no longer wait for it (it rejoins "
                     "with its next batch)", actor_id, now - heard,
                 )  # fmt: skip
-        return live
+        self._expire_joiners(now)
+        return live | set(self._joining)
 
     def discovering(self) -> bool:
         first = self._first_heard
@@ -77,11 +131,13 @@ class ActorRoster:
         now = self.clock()
         gone = [a for a, t in self._last_heard.items() if now - t > older_than_s]
         for actor_id in gone:
-            del self._last_heard[actor_id]
-            self._silent.discard(actor_id)
+            self.drop(actor_id)
         return gone
 
     def drop(self, actor_id: str) -> None:
-        """Forget one actor (the learner no longer keeps state for it)."""
+        """Forget one actor (the learner no longer keeps state for it): also what bounds
+        the newcomers remembered, as the learner's ledger bounds the ids it keeps."""
         self._last_heard.pop(actor_id, None)
         self._silent.discard(actor_id)
+        self._joining.pop(actor_id, None)
+        self._tried.discard(actor_id)

@@ -46,6 +46,7 @@ from ppomq.weightserver.store import WeightStore
 
 from .checkpoint import CKPT_NAME
 from .device import describe, resolve_device, resolve_threads
+from .episodes import EpisodeBook
 from .finish import finish_run
 from .loop import PUBLISH_BACKOFF, LearnerLoop
 from .receiver import BatchQueue, BatchReceiver
@@ -177,6 +178,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
     batches: queue.Queue[RolloutBatch] = BatchQueue(maxsize=settings.queue_batches)
     # Checked by the receiver, recorded by the loop on acceptance; bounded as the ledger is.
     seqs = SeqTracker(max_actors=settings.max_actors)
+    book = EpisodeBook(max_actors=settings.max_actors)  # the door's and the loop's
     receiver = BatchReceiver(
         make_socket=lambda: RolloutReceiver(
             settings.rollout_bind,
@@ -192,6 +194,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         # rather than blocking actors; sync needs every actor's batch, so it blocks.
         drop_oldest=settings.mode == "async",
         seqs=seqs,
+        book=book,
     )
     loop = LearnerLoop(
         settings=settings,
@@ -203,6 +206,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         version=0,
         metrics=LearnerMetrics(),  # exported on --metrics-port
         seqs=seqs,
+        book=book,
     )
     loop.receiver = receiver  # its counts and refused senders reach the ledger and status
     try:

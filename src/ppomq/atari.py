@@ -36,8 +36,12 @@ same observations and actions and leaves out 4. and 6.: an episode is a whole ga
 return the raw score.
 
 Training reports per game, not per training episode: the env's metadata carries
-``EPISODES_IN_INFO`` and the actor counts the games from ``info["final_info"]["episode"]``
-(3. above) instead of summing the clipped rewards between training-episode ends.
+``EPISODES_IN_INFO``; each step's raw score is in ``info["score"]`` (``ScoreInInfo``, below
+the clipping) and a game's end is where ``info["final_info"]["_episode"]`` (3. above) marks
+one. The actor sums each game's score and length from those steps and sends them with the
+batch (``scores``, ``episode_ends``), so that the learner derives every game's figures from
+the batch itself (proto/ROLLOUT.md "Episodes"). Steps the wrappers take inside a reset
+(no-ops, FIRE after a reset) are not agent steps and are not counted.
 
 Against the references: CleanRL's ``ppo_atari.py`` (``BreakoutNoFrameskip-v4``; SB3's
 ``NoopResetEnv(30)``, ``MaxAndSkipEnv(4)``, ``EpisodicLifeEnv``, ``FireResetEnv``,
@@ -179,6 +183,15 @@ def sign(reward: SupportsFloat) -> float:
     return float(np.sign(reward))
 
 
+class ScoreInInfo(gym.Wrapper):
+    """The step's raw score in ``info["score"]``, below reward clipping: the actor sums each
+    game's score from it and sends it as the batch's ``scores`` (proto/ROLLOUT.md)."""
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, reward, terminated, truncated, {**info, "score": float(reward)}
+
+
 def make_atari(env_id: str, *, training: bool, **kwargs: Any) -> gym.Env:
     """`env_id` (an ale-py id) with the preprocessing of the module docstring; `training`
     adds episodic life and reward clipping. kwargs go to gym.make."""
@@ -206,6 +219,7 @@ def make_atari(env_id: str, *, training: bool, **kwargs: Any) -> gym.Env:
     if needs_fire(env):
         env = FireReset(env, after_life_loss=not training)
     if training:
+        env = ScoreInInfo(env)
         env = TransformReward(env, sign)
     env = FrameStackObservation(env, stack_size=4)
     if training:

@@ -195,6 +195,7 @@ class EnvPoolVectorEnv:
         if self.atari:
             self._game_return += info["reward"]  # raw, before EnvPool's clipping
             self._game_length += 1
+            out["score"] = info["reward"]  # the runner's `scores` (ppomq.atari.ScoreInInfo)
         done = terminated | truncated
         if done.any():
             ids = np.flatnonzero(done).astype(np.int32)

@@ -67,7 +67,7 @@ def test_actors_not_heard_from_are_hidden_and_counted(redis_client, redis_url):
     table = "\n".join(lines)
     assert "a0-111-aaaaaa" not in table  # the dead incarnation
     assert "a0-222-bbbbbb" in table and "a1-333-cccccc" in table
-    assert "2 live actor(s)" in lines
+    assert "3 actor(s) tracked, 2 live, 2 shown" in lines
     assert "1 actor(s) not heard from for > 60 s hidden (--forget-after-s 0 lists them)" in lines
     # The restarted actor is listed first: it sent most recently.
     rows = [ln.split()[0] for ln in lines if ln[:1] == "a" and ln[2:3] == "-"]
@@ -81,11 +81,12 @@ def test_forget_after_s_sets_the_threshold_and_zero_lists_everyone(redis_client,
                                          "a1-333-cccccc": 200.0})  # fmt: skip
     out = _status(redis_url, "--forget-after-s", "100")
     assert out.returncode == 0, out.stderr
-    assert "1 live actor(s)" in out.stdout
+    assert "3 actor(s) tracked, 1 live, 1 shown" in out.stdout
     assert "2 actor(s) not heard from for > 100 s hidden" in out.stdout
     out = _status(redis_url, "--forget-after-s", "0")
     assert out.returncode == 0, out.stderr
-    assert "3 live actor(s)" in out.stdout and "hidden" not in out.stdout
+    assert "3 actor(s) tracked, 3 live, 3 shown" in out.stdout
+    assert "hidden" not in out.stdout
     assert "a0-111-aaaaaa" in out.stdout
     bad = _status(redis_url, "--forget-after-s", "-1")
     assert bad.returncode == 2 and "--forget-after-s" in bad.stderr
@@ -131,3 +132,38 @@ def test_a_finished_runs_actors_are_aged_from_its_last_update_not_from_now(redis
     assert [a["actor_id"] for a in at_end["actors"]] == ["a0-222-bbbbbb", "a1-333-cccccc"]
     assert at_end["actors"][0]["last_seen_s_ago"] == 0.5
     assert at_end["status_age_s"] >= hour
+
+
+def test_a_thousand_tracked_ids_are_summarised_not_listed(redis_client, redis_url):
+    """Made-up ids can fill the learner's --max-actors (1024): the table shows the --top
+    most recent (the actor trained on first) under one line of counts; --all lists all."""
+    fakes = {f"made-up-{i:04d}": 1.0 + i / 100 for i in range(1023)}
+    _learner_wrote(redis_client, actors={**fakes, "a0-222-bbbbbb": 5.0})
+    keys = RunKeys(RUN)
+    stats = json.loads(redis_client.get(keys.stats))
+    stats["live_actors"] = 1  # the learner's count: made-up ids are never live there
+    redis_client.set(keys.stats, json.dumps(stats))
+    honest = json.loads(redis_client.hget(keys.actors, "a0-222-bbbbbb"))
+    honest["ledger"] = {"sent": 50, "received": 50, "accepted": 50}
+    redis_client.hset(keys.actors, "a0-222-bbbbbb", json.dumps(honest))
+
+    out = _status(redis_url)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "1,024 actor(s) tracked, 1 live, 20 shown" in lines
+    assert "1,004 more heard from within 60 s not shown (--top N, --all)" in lines
+    rows = [ln.split()[0] for ln in lines if ln.startswith(("a0-", "made-up-"))]
+    # The actor trained on first, though 20 made-up ids were heard from since.
+    assert rows == ["a0-222-bbbbbb", *[f"made-up-{i:04d}" for i in range(19)]]
+    assert len(lines) < 40
+
+    out = _status(redis_url, "--top", "3")
+    assert out.returncode == 0, out.stderr
+    assert "1,024 actor(s) tracked, 1 live, 3 shown" in out.stdout.splitlines()
+    out = _status(redis_url, "--all")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "1,024 actor(s) tracked, 1 live, 1,024 shown" in lines
+    assert len([ln for ln in lines if ln.startswith(("a0-", "made-up-"))]) == 1024
+    bad = _status(redis_url, "--top", "-1")
+    assert bad.returncode == 2 and "--top" in bad.stderr

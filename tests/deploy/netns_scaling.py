@@ -122,13 +122,17 @@ class ScaledTopology:
         return {k: json.loads(v) for k, v in zip(flat[::2], flat[1::2], strict=True)}
 
     def batches_by_host(self) -> dict[str, int]:
-        """Actor host -> batches the learner has taken from it (ids are a{i}-{pid}-{hex})."""
+        """Actor host -> batches the learner trained on from it (ids are a{i}-{pid}-{hex}).
+        Trained on, not received: an actor beyond PPOMQ_ACTORS joins a sync quorum with its
+        first batch that makes an update (made-up ids must not hold one up), so a host
+        counts once it is one the updates wait for."""
         pids = {str(self.lab.procs[h].pid): h for h in self.actor_hosts()}
         out: dict[str, int] = {}
         for actor_id, entry in self.actor_entries().items():
             host = pids.get(actor_id.split("-")[1])
-            if host is not None:
-                out[host] = out.get(host, 0) + int(entry["batches"])
+            accepted = int(entry.get("accepted", 0))
+            if host is not None and accepted:
+                out[host] = out.get(host, 0) + accepted
         return out
 
     def progress(self) -> list[dict[str, str]]:

@@ -72,5 +72,9 @@ def test_n_actor_hosts_never_change_the_update_size(
     assert min(r["batches_by_host_in_window"].values()) >= UPDATES * per_update // actors - 1, r
     if actors <= per_update:
         assert r["window_waste"] < MAX_WASTE, r
-        assert r["run_waste_ratio"] < MAX_WASTE, r
+        # The whole run too, unless actors beyond the shipped PPOMQ_ACTORS joined a sync
+        # quorum: each joins with its first batch that makes an update, and its batches
+        # before that one are stale (a made-up id must not be able to hold updates up).
+        if actors <= SHIPPED_UPDATE_BATCHES:
+            assert r["run_waste_ratio"] < MAX_WASTE, r
     assert set(r["run_batches_rejected"]) <= {"stale"}, r

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from ppomq.rundir import SOLVE_WINDOW, read_csv
+from ppomq.rundir import read_csv
 
 from .cli import PPOMQ, SMALL, clean_env
+from .test_train_faults import _solved_at
 
 pytestmark = pytest.mark.slow
 
@@ -35,14 +36,6 @@ def _error_line(out: subprocess.CompletedProcess[str]) -> str:
 
 def _records(run_dir: Path) -> tuple[list[bytes], list[bytes]]:
     return [(run_dir / name).read_bytes() for name in ("episodes.csv", "progress.csv")]  # type: ignore[return-value]
-
-
-def _solved_at(rows: list[dict[str, float]], threshold: float) -> int | None:
-    for i in range(SOLVE_WINDOW - 1, len(rows)):
-        window = rows[i - SOLVE_WINDOW + 1 : i + 1]
-        if sum(r["return"] for r in window) / SOLVE_WINDOW >= threshold:
-            return int(rows[i]["env_steps"])
-    return None
 
 
 def _agrees_with_its_records(run_dir: Path) -> dict:  # type: ignore[type-arg]

@@ -56,7 +56,8 @@ def _fill(mount: Path) -> Path:
 
 def _command(run_dir: Path) -> list[str]:
     return [*PPOMQ, "train", "--actors", "1", "--total-steps", "40000", "--run-dir",
-            str(run_dir), "--eval-episodes", "0", "--checkpoint-interval-s", "0", *SMALL]  # fmt: skip
+            str(run_dir), "--eval-episodes", "0", "--checkpoint-interval-s", "0",
+            *SMALL]  # fmt: skip
 
 
 def test_a_full_disk_is_named_the_summary_said_and_the_same_command_resumes(small_disk):

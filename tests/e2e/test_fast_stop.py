@@ -16,6 +16,7 @@ import pytest
 import torch
 from PIL import Image
 
+from ppomq.learner.checkpoint import read_checkpoint
 from ppomq.timeline import read_timeline
 
 pytestmark = pytest.mark.slow
@@ -37,7 +38,7 @@ def test_a_run_stopping_at_its_target_leaves_every_file_and_a_full_timeline(tmp_
     assert summary["solved_at_env_steps"] is not None  # stopped by the target
     with open(run_dir / "episodes.csv", newline="") as fh:
         assert len(list(csv.DictReader(fh))) == summary["episodes"] > 0
-    ckpt = torch.load(run_dir / "checkpoints" / "ckpt.pt", weights_only=False)
+    ckpt = read_checkpoint(run_dir / "checkpoints" / "ckpt.pt").state
     assert ckpt["version"] == summary["versions"]
     final = torch.load(run_dir / "final_weights.pt", weights_only=False)
     assert final["metadata"]["version"] == summary["versions"]

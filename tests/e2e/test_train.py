@@ -213,7 +213,11 @@ def test_status_reports_a_finished_runs_learner(tmp_path):
     _one_line_error(out)
 
 
-def test_ctrl_c_stops_every_process_and_still_leaves_a_summary(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_every_process_leaves_a_summary_and_exits_128_plus_it(tmp_path, sig):
+    """Ctrl-C (SIGINT to the terminal's whole group) or a scheduler's SIGTERM (to the
+    launcher alone): a warm stop, and the exit code says the run was interrupted (130,
+    143), so `ppomq train && ppomq eval` or a scheduler does not take it for finished."""
     run_dir = tmp_path / "int"
     proc = subprocess.Popen(
         [*PPOMQ, "train", "--total-steps", "0", "--run-dir", str(run_dir), *SMALL],
@@ -230,12 +234,15 @@ def test_ctrl_c_stops_every_process_and_still_leaves_a_summary(tmp_path):
             not progress.exists() or len(progress.read_text().splitlines()) < 3
         ):
             time.sleep(0.2)
-        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
+        if sig == signal.SIGINT:
+            os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C does: the whole group
+        else:
+            proc.send_signal(sig)  # `kill PID`, a scheduler's stop
         output, _ = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, output
+    assert proc.returncode == 128 + sig, output
     assert "Traceback" not in output
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["versions"] >= 1
@@ -309,6 +316,11 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
 
     rollout, weights = free_port(), free_port()
     run_dir = tmp_path / "byhand"
+    # The run's data plane is CURVE: a third key pair, made before the run, lets it in.
+    keys = run_dir / "keys"
+    made = subprocess.run([*PPOMQ, "keys", "generate", "--out", str(keys), "--actors", "3"],
+                          capture_output=True, text=True, env=_env(), timeout=60)  # fmt: skip
+    assert made.returncode == 0, made.stderr
     train = subprocess.Popen(
         [*PPOMQ, "train", "--run-id", "byhand", "--total-steps", "6000", "--run-dir",
          str(run_dir), "--rollout-bind", f"tcp://127.0.0.1:{rollout}",
@@ -319,7 +331,9 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
         [*PPOMQ, "actor", "--run-id", "byhand", "--env-id", "CartPole-v1", "--num-envs", "4",
          "--num-steps", "32", "--actor-index", "7",
          "--learner-addr", f"tcp://127.0.0.1:{rollout}",
-         "--weightserver-addr", f"tcp://127.0.0.1:{weights}"],
+         "--weightserver-addr", f"tcp://127.0.0.1:{weights}",
+         "--curve-actor-cert", str(keys / "actors" / "actor-2.key_secret"),
+         "--curve-server-public-cert", str(keys / "server.key")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
     )  # fmt: skip
     try:

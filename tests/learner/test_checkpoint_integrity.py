@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
 from ppomq.errors import UsageError
 from ppomq.learner.checkpoint import (
@@ -95,17 +94,22 @@ def test_a_bit_flip_in_the_saved_weights_is_caught_by_the_files_checksum(tmp_pat
 
 
 def test_weights_that_differ_from_the_version_redis_holds_are_refused(tmp_path, redis_url):
+    import msgpack
+
+    from ppomq.weightserver.keys import HEADER_FIELD
+
     loop = _trained(tmp_path, redis_url)
-    with torch.no_grad():  # a well-formed file whose weights are not those published
-        next(loop.trainer.policy.parameters()).add_(1.0)
-    loop.checkpoint()
+    # Redis's version of the checkpoint's number says other weights (another learner's
+    # version under that number, or the checkpoint's weights changed since).
+    key = loop.store.keys.weights(loop.version)
+    header = msgpack.unpackb(loop.redis.hget(key, HEADER_FIELD))
+    header["sha256"] = "0" * 64
+    loop.redis.hset(key, HEADER_FIELD, msgpack.packb(header))
     with pytest.raises(UsageError, match=f"weights of version {loop.version} differ from"):
         choose_start(tmp_path, loop.store, recover=False)
 
 
-def test_a_checkpoint_missing_beside_records_is_not_a_silent_restart_at_zero(
-    tmp_path, redis_url
-):
+def test_a_checkpoint_missing_beside_records_is_not_a_silent_restart_at_zero(tmp_path, redis_url):
     loop = _trained(tmp_path, redis_url)
     (tmp_path / CKPT_NAME).unlink()  # what "move it away" used to lead to
     (tmp_path / PREVIOUS_NAME).unlink()
@@ -145,9 +149,7 @@ def test_recover_goes_on_from_the_previous_checkpoint_and_redis_newest(tmp_path,
     again.recorder.close()
 
 
-def test_recover_without_a_checkpoint_rebuilds_the_counters_from_the_records(
-    tmp_path, redis_url
-):
+def test_recover_without_a_checkpoint_rebuilds_the_counters_from_the_records(tmp_path, redis_url):
     loop = _trained(tmp_path, redis_url)
     for name in (CKPT_NAME, PREVIOUS_NAME):
         _damage(tmp_path / name, "random")

@@ -35,20 +35,29 @@ def _adds_up(t: dict) -> None:
 
 def test_ledger_adds_up_and_names_what_was_lost_in_flight():
     led = RolloutLedger(clock=_Clock())
-    led.note("a", "accepted", sent=1)
-    led.note("a", "stale", sent=2)
-    led.note("a", "accepted", sent=5)  # 3 and 4 never arrived
-    led.note("a", "duplicate", sent=6)
-    led.note("b", "run_id", sent=1)  # invalid, but its header named its sender
+    led.note("a", "accepted", sent=1, seq=0)
+    led.note("a", "stale", sent=2, seq=1)
+    led.note("a", "accepted", sent=5, seq=4)  # 3 and 4 never arrived
+    led.note("a", "duplicate", sent=6, seq=5)
+    led.note("b", "run_id")  # invalid, but its header named its sender (its `sent`: not taken)
     led.note("old", "accepted")  # a 1.0 actor: no `sent`, nothing claimed lost
     row = led.actors["a"]
     assert (row["sent"], row["received"], row["lost_in_flight"]) == (6, 4, 2)
     assert (row["accepted"], row["stale"], row["duplicates"]) == (2, 1, 1)
     t = led.totals_view()
     _adds_up(t)
-    assert t["sent"] == 6 + 1 and t["lost_in_flight"] == 2 and t["invalid"] == {"run_id": 1}
+    assert t["sent"] == 6 and t["lost_in_flight"] == 2 and t["invalid"] == {"run_id": 1}
     assert t["rejected"] == 3 and t["actors_trained"] == 2 and t["actors_seen"] == 3
     assert "learner restart" in led.summary()["lost_in_flight_means"]
+
+
+def test_a_claimed_sent_is_bounded_by_the_seq_of_the_batch_that_claims_it():
+    led = RolloutLedger(clock=_Clock())
+    led.note("a", "accepted", sent=1, seq=0)
+    led.note("a", "stale", sent=2**62, seq=1)  # no actor sends 2^62 messages by seq 1
+    assert led.actors["a"]["sent"] == 2 and led.totals_view()["lost_in_flight"] == 0
+    led.note_unattributed("header_not_msgpack", 3)
+    assert led.totals_view()["unattributed"] == {"header_not_msgpack": 3}
 
 
 def test_forgotten_and_dropped_actors_leave_the_rows_but_not_the_totals():
@@ -56,10 +65,10 @@ def test_forgotten_and_dropped_actors_leave_the_rows_but_not_the_totals():
     led = RolloutLedger(max_actors=3, forget_after_s=60.0, clock=clock)
     dropped = []
     for i in range(10):
-        dropped += led.note(f"f{i}", "stale", sent=1)
+        dropped += led.note(f"f{i}", "stale", sent=1, seq=0)
     assert dropped == [f"f{i}" for i in range(7)] and list(led.actors) == ["f7", "f8", "f9"]
     clock.t += 30
-    led.note("f9", "stale", sent=2)
+    led.note("f9", "stale", sent=2, seq=1)
     clock.t += 45  # f7, f8 quiet for 75 s; f9 for 45 s
     assert led.prune() == ["f7", "f8"] and list(led.actors) == ["f9"]
     t = led.totals_view()
@@ -76,20 +85,20 @@ def test_a_flood_of_untrained_ids_pushes_out_only_its_own_kind():
     made-up ids cannot push out an honest actor that went quiet for a moment."""
     clock = _Clock()
     led = RolloutLedger(max_actors=3, clock=clock)
-    led.note("honest", "accepted", sent=1)
-    led.note("slow", "accepted", sent=1)
+    led.note("honest", "accepted", sent=1, seq=0)
+    led.note("slow", "accepted", sent=1, seq=0)
     dropped = []
     for i in range(10_000):
         clock.t += 0.001
-        dropped += led.note(f"forged-{i}", "stale", sent=1)
+        dropped += led.note(f"forged-{i}", "stale", sent=1, seq=0)
     assert list(led.actors) == ["honest", "slow", "forged-9999"]
     assert dropped == [f"forged-{i}" for i in range(9_999)]
     # A forged id that is then trained on is an actor like any other; once every tracked
     # actor has been trained on, the least recently heard goes.
-    led.note("forged-9999", "accepted", sent=2)
-    assert led.note("new", "accepted", sent=1) == ["honest"]
+    led.note("forged-9999", "accepted", sent=2, seq=1)
+    assert led.note("new", "accepted", sent=1, seq=0) == ["honest"]
     assert list(led.actors) == ["slow", "forged-9999", "new"]
-    assert led.note("junk", "stale", sent=1) == ["junk"]  # the one never trained on
+    assert led.note("junk", "stale", sent=1, seq=0) == ["junk"]  # the one never trained on
     again = RolloutLedger(max_actors=2, clock=clock)  # a smaller cap at a restart
     again.set_state(json.loads(json.dumps(led.get_state())))
     assert list(again.actors) == ["forged-9999", "new"]
@@ -180,7 +189,7 @@ def test_10000_actor_ids_leave_the_loops_per_actor_state_within_the_cap(tmp_path
 def test_surplus_batches_have_their_own_column_and_the_ledger_still_adds_up():
     ledger = RolloutLedger()
     for outcome in ("accepted", "surplus", "surplus", "stale", "duplicate", "header_not_msgpack"):
-        ledger.note("a", outcome, sent=6)
+        ledger.note("a", outcome, sent=6, seq=5)
     row = ledger.actors["a"]
     assert row["surplus"] == 2 and ledger.totals["surplus"] == 2
     assert row["invalid"] == {"header_not_msgpack": 1}

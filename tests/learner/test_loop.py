@@ -121,8 +121,14 @@ def test_publish_gives_up_in_one_line_when_asked_to_stop_during_an_outage(
 
 
 def _sample(runner, inference, actor_id: str, version: int, seq: int):
-    runner.actor_id = actor_id
-    return runner.sample(inference, policy_version=version, seq=seq)
+    """A batch of `actor_id`, from an env runner of its own (made like `runner` on first
+    use): the learner follows each actor's episodes across its batches."""
+    own = runner.__dict__.setdefault("by_actor", {runner.actor_id: runner})
+    if actor_id not in own:
+        envs = make_vector_env("CartPole-v1", 2, [env_seed(len(own), 0, i) for i in range(2)])
+        own[actor_id] = EnvRunner(envs=envs, spec=runner.spec, run_id=runner.run_id,
+                                  actor_id=actor_id, env_id=runner.env_id)  # fmt: skip
+    return own[actor_id].sample(inference, policy_version=version, seq=seq)
 
 
 def _with(batch, *, seq=None, returns=None):
@@ -143,22 +149,28 @@ def test_stale_batches_add_no_env_steps_episodes_solve_or_lr_progress(tmp_path, 
     )  # fmt: skip
     accepted_returns: list[float] = []
     for seq in range(3):
-        honest = _with(_sample(runner, inference, "a", loop.version, 10 + seq), returns=[9.0])
-        forged = [
-            _with(_sample(runner, inference, f"f{k}", 0, seq), returns=[1e6] * 25) for k in range(4)
-        ]
+        honest = _sample(runner, inference, "a", loop.version, seq)
+        # Stale, with episodes that are what their own rewards make (huge ones): refused
+        # by the staleness gate, not by the episode check.
+        forged = []
+        for k in range(4):
+            b = _sample(runner, inference, f"f{k}", 0, seq)
+            b.arrays["rewards"] *= 1e6
+            b.episodes.returns[:] = [r * 1e6 for r in b.episodes.returns]
+            forged.append(b)
         for b in [*forged, honest]:
             batches.put(b)
         assert loop.step(WarmStop())
-        accepted_returns += [9.0]
+        accepted_returns += honest.episodes.returns
         accepted_steps = (seq + 1) * 16
         assert loop.env_steps == accepted_steps
         want_lr = 1e-3 * (1 - accepted_steps / total)
         assert loop.last_stats["charts/learning_rate"] == pytest.approx(want_lr, rel=1e-12)
     assert loop.discarded_env_steps == 3 * 4 * 16
     assert loop.gate.rejected == {"stale": 12}
-    assert loop.recorder.episodes == 3 and list(loop.recorder.window) == accepted_returns
-    assert loop.recorder.mean_return == 9.0 and loop.recorder.solved_at_env_steps is None
+    assert loop.recorder.episodes == len(accepted_returns)
+    assert list(loop.recorder.window) == accepted_returns[-20:]
+    assert loop.recorder.solved_at_env_steps is None
     assert not loop.done()
     assert loop.actors["f0"]["env_steps"] == 0 and loop.actors["f0"]["batches"] == 3
     assert loop.actors["f0"]["discarded_env_steps"] == 3 * 16
@@ -401,3 +413,28 @@ def test_published_weights_tell_actors_how_far_they_may_run_ahead(tmp_path, redi
     assert actor_config(loop.s) == {"batches_per_version": 3}
     loop, *_ = _setup(tmp_path / "sync", redis_url, batches_per_version=3, mode="sync")
     assert actor_config(loop.s) == {"batches_per_version": 1}
+
+
+def test_sync_never_waits_for_made_up_ids_that_only_just_missed_an_update(tmp_path, redis_url):
+    """A batch one version behind is what a newly started actor sends, and what a forger
+    sends under 50 fresh ids for free: with the hinted actor live, none is waited for (each
+    used to hold the quorum up for --actor-timeout-s, here 600 s)."""
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, mode="sync", actors=1, actor_timeout_s=600
+    )
+    batches.put(_sample(runner, inference, "honest", 5, 0))
+    assert loop.step(WarmStop())
+    for k in range(50):  # version 5 at version 6: only just missed
+        batches.put(_sample(runner, inference, f"made-up-{k}", 5, k))
+    batches.put(_sample(runner, inference, "honest", 6, 1))
+    stop = WarmStop()
+    # A liveness bound, not a timing claim: a quorum waiting for the made-up ids ends
+    # only by this stop, without an update.
+    timer = threading.Timer(20.0, lambda: setattr(stop, "requested", True))
+    timer.start()
+    try:
+        assert loop.step(stop)
+    finally:
+        timer.cancel()
+    assert loop.version == 7 and loop.gate.rejected == {"stale": 50}
+    assert loop.roster.live() == {"honest"}

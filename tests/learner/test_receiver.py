@@ -85,7 +85,7 @@ def test_a_stale_batch_is_refused_at_the_door_and_counted_as_the_loop_would():
         assert out.empty()
         assert receiver.snapshot() == (1, {"stale": 1})
         assert receiver.stale_refused() == (1, old.num_steps * old.num_envs)
-        assert receiver.drain_attributed() == [("old", "stale", 3)]
+        assert receiver.drain_attributed() == [("old", "stale", 3, 0)]
     finally:
         receiver.stop()
         receiver.join(timeout=5)
@@ -124,7 +124,8 @@ def test_a_full_queue_drops_its_oldest_batch_in_async_mode_and_blocks_in_sync_mo
                 _wait_for(lambda: receiver.surplus_dropped()[0] == 3)
                 steps = batches[0].num_steps * batches[0].num_envs
                 assert receiver.surplus_dropped() == (3, 3 * steps)
-                assert receiver.drain_attributed() == [("a", "surplus", i) for i in (1, 2, 3)]
+                want = [("a", "surplus", i, i - 1) for i in (1, 2, 3)]  # (.., sent, seq)
+                assert receiver.drain_attributed() == want
                 assert [out.get_nowait().seq for _ in range(2)] == [3, 4]  # the newest
             else:
                 _wait_for(lambda: out.full())
@@ -175,7 +176,7 @@ def test_a_batch_of_a_version_not_yet_published_is_refused_at_the_door():
             assert out.get(timeout=30).actor_id == "honest"
         assert out.empty()
         assert receiver.snapshot() == (1, {"future_version": 1})  # 1 valid: the honest one
-        assert receiver.drain_attributed() == [("forger", "future_version", 1)]
+        assert receiver.drain_attributed() == [("forger", "future_version", 1, 0)]
     finally:
         receiver.stop()
         receiver.join(timeout=5)

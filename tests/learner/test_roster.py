@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppomq.learner.roster import ActorRoster
+from ppomq.learner.roster import JOIN_COOLDOWN_TIMEOUTS, ActorRoster
 
 
 class Clock:
@@ -68,3 +68,46 @@ def test_forget_drops_long_gone_actors_only():
     roster.heard("young")
     assert roster.forget(older_than_s=50.0) == ["old"]
     assert roster.live() == {"young"}
+
+
+def test_a_newcomer_that_just_missed_is_waited_for_only_in_a_vacancy_below_the_hint():
+    # One actor of the hinted two is gone: its replacement's first batch just missed an
+    # update, and the next quorum waits for its next batch.
+    roster, clock = _roster(hint=2, timeout_s=2.0)
+    roster.heard("a")
+    roster.heard("b")
+    clock.now += 3.0
+    roster.heard("a")  # b is gone
+    assert roster.joining("b-replacement")
+    assert roster.live() == {"a", "b-replacement"}
+    assert not roster.quorum({"a"})
+    assert not roster.joining("made-up")  # the one vacancy is taken
+    roster.heard("b-replacement")  # its next batch was trained on: a member
+    assert roster.quorum({"a", "b-replacement"})
+    assert not roster.joining("made-up-2")  # no vacancy: two members live
+    assert roster.live() == {"a", "b-replacement"}
+
+
+def test_made_up_ids_never_join_a_roster_that_has_its_hinted_actors():
+    roster, _ = _roster(hint=1, timeout_s=600.0)
+    roster.heard("honest")
+    assert not any(roster.joining(f"made-up-{i}") for i in range(2000))
+    assert roster.live() == {"honest"} and roster.quorum({"honest"})
+
+
+def test_a_newcomer_that_never_sends_again_is_waited_for_once_then_closes_the_door():
+    roster, clock = _roster(hint=2, timeout_s=2.0)
+    roster.heard("a")
+    clock.now += 3.0  # past the discovery window; the hint's second actor never came
+    roster.heard("a")
+    assert roster.joining("made-up-1")
+    clock.now += 2.5  # it never sent again
+    roster.heard("a")
+    assert roster.live() == {"a"} and roster.quorum({"a"})
+    assert not roster.joining("made-up-1")  # each id once
+    assert not roster.joining("made-up-2")  # and for a while, no newcomer at all
+    clock.now += JOIN_COOLDOWN_TIMEOUTS * 2.0
+    roster.heard("a")
+    assert roster.joining("new")  # an honest replacement, later
+    roster.drop("new")
+    assert roster.live() == {"a"}

@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
+
+from ppomq.learner.checkpoint import read_checkpoint
 
 from .services import PPOMQ, STOPPED_BY_SIGTERM, System
 
@@ -43,7 +44,7 @@ def test_a_finite_run_ends_everywhere_and_a_new_start_is_a_new_run(redis_url, tm
         marker = json.loads(system.redis.get(system.keys.finished))
         first_last = system.latest()
         assert marker["version"] == first_last and marker["env_steps"] >= STEPS
-        ckpt = torch.load(system.run_dir / "checkpoints" / "ckpt.pt", weights_only=False)
+        ckpt = read_checkpoint(system.run_dir / "checkpoints" / "ckpt.pt").state
         assert ckpt["finished"] is True
         assert json.loads((system.run_dir / "finished.json").read_text()) == marker
         assert "finished: actor" in system.actors[0].log(100_000)

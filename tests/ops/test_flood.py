@@ -38,7 +38,7 @@ from ppomq.proto import DecodeError, Reason, SeqTracker, decode, encode
 from ppomq.transport import RolloutSender
 from ppomq.weightserver.keys import RunKeys
 from tests.proto.badmsgs import Generator, RngSource
-from tests.proto.factory import make_batch
+from tests.proto.factory import make_batch, whole_episodes
 
 from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service
 from .test_forged_batches import _with_seq
@@ -200,7 +200,9 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
         )  # fmt: skip
         assert isinstance(curve_client, CurveClient)
         own_id = "flooder" + key_suffix(_public_z85(keys / "actors" / "actor-2.key"))
-    stale_base = dataclasses.replace(make_batch(spec, rng, actor_id=own_id, n=N), policy_version=0)
+    stale_base = dataclasses.replace(
+        whole_episodes(make_batch(spec, rng, actor_id=own_id, n=N)), policy_version=0
+    )
     stale = [encode(dataclasses.replace(stale_base, seq=i, sent=i + 1)) for i in range(STALE)]
     want["stale"] += STALE
     want["actor_id_not_key" if curve else "stale"] += SPOOFS
@@ -215,7 +217,9 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
         honest = sorted(rows())
         assert len(honest) == 2, honest
         victim = honest[0]
-        spoof = dataclasses.replace(make_batch(spec, rng, actor_id=victim, n=N), policy_version=0)
+        spoof = dataclasses.replace(
+            whole_episodes(make_batch(spec, rng, actor_id=victim, n=N)), policy_version=0
+        )
         spoof_frames = _with_seq(encode(spoof), 2**64 - 1)  # stale
         # Every message, shuffled: the kinds interleave as a hostile peer might send them.
         messages = [*malformed, *stale, *([spoof_frames] * SPOOFS)]

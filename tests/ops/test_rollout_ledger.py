@@ -22,7 +22,7 @@ from ppomq.embedded_redis import free_port
 from ppomq.envs import rollout_spec_for
 from ppomq.proto import encode
 from ppomq.transport import RolloutSender
-from tests.proto.factory import make_batch
+from tests.proto.factory import make_batch, whole_episodes
 
 from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service, System
 
@@ -144,15 +144,16 @@ def test_a_stalled_learner_shows_its_rejects_in_status_and_metrics(redis_url, tm
         assert status["version"] == 0  # stalled: no update happened
         assert status["rejects"] == {"future_version": 20, "run_id": 1}
         led = status["ledger"]
+        # The invalid one's `sent` (21) is not taken: a refused message moves no figure.
         assert (led["sent"], led["received"], led["invalid"]) == (
-            21,
+            20,
             21,
             {"future_version": 20, "run_id": 1},
         )
         [row] = status["actors"]
         assert (row["actor_id"], row["sent"], row["rejected"], row["lost_in_flight"]) == (
             "f",
-            21,
+            20,
             21,
             0,
         )
@@ -165,7 +166,7 @@ def test_a_stalled_learner_shows_its_rejects_in_status_and_metrics(redis_url, tm
             [*PPOMQ, "status", "--redis-url", redis_url, "--run-id", run_id],
             capture_output=True, text=True, timeout=60, check=True,
         ).stdout  # fmt: skip
-        assert "ledger: sent 21, received 21" in table and "lost in flight 0" in table
+        assert "ledger: sent 20, received 21" in table and "lost in flight 0" in table
     finally:
         sender.close()
         learner.stop()
@@ -212,3 +213,67 @@ def test_10000_forged_actor_ids_stay_within_the_cap(redis_url, tmp_path: Path):
     assert len(summary["ledger"]["actors"]) <= cap and len(summary["actors_seen"]) <= cap
     assert summary["ledger"]["totals"]["actors_dropped_over_cap"] == flood - cap
     assert (tmp_path / "run" / "checkpoints" / "ckpt.pt").stat().st_size < 300_000
+
+
+def test_claims_and_junk_cannot_poison_the_ledger(redis_url: str, tmp_path: Path):
+    """A refused message naming the honest actor with `sent` = 2^62 once made "lost in
+    flight" 4.6e18 and the waste ratio 1.92; junk naming no sender was missing from the
+    totals. Now `sent` is bounded by what the learner saw, the waste ratio is valid batches
+    not trained on over valid batches received, and every refusal is in the totals."""
+    import msgpack
+
+    from ppomq.weightserver.keys import RunKeys
+
+    run_id, addr, junk = "poison", f"tcp://127.0.0.1:{free_port()}", 300
+    learner = _learner(tmp_path, redis_url, run_id, addr, "--actor-timeout-s", "1")
+    spec = rollout_spec_for("CartPole-v1", run_id=run_id, num_steps=T, max_bytes=1 << 24,
+                            num_envs=N)  # fmt: skip
+    rng = np.random.default_rng(0)
+    import redis as redis_lib
+
+    r = redis_lib.Redis.from_url(redis_url)
+
+    def version() -> int:
+        raw = r.get(RunKeys(run_id).stats)
+        return int(json.loads(raw)["version"]) if raw else 0
+
+    def honest(seq: int):
+        b = whole_episodes(make_batch(spec, rng, seq=seq, actor_id="honest", n=N))
+        b.policy_version, b.sent = version(), seq + 1
+        return b
+
+    learner.start()
+    sender = RolloutSender(addr)
+    try:
+        for seq in range(3):
+            v = version()
+            assert sender.send(encode(honest(seq)), 30_000)
+            _wait(lambda v=v: version() > v, f"version {v + 1}", learner)
+        # Invalid (another run), naming the honest actor, claiming 2^62 sent.
+        wrong_run = dataclasses.replace(honest(3), run_id="other", sent=2**62)
+        assert sender.send(encode(wrong_run), 5000)
+        # Valid but stale, under the honest id, claiming 2^62: bounded by its seq.
+        stale = dataclasses.replace(honest(3), policy_version=0, sent=2**62)
+        assert sender.send(encode(stale), 5000)
+        for i in range(junk):  # naming no one: not msgpack, or a map without actor_id
+            frames = [b"\xc1" * 8, b""] if i % 2 else [msgpack.packb({"seq": i}), b""]
+            assert sender.send(frames, 5000)
+        v = version()
+        assert sender.send(encode(honest(4)), 30_000)
+        _wait(lambda: version() > v, "the honest actor's next version", learner)
+        _wait(lambda: sum(_status(redis_url, run_id).get("ledger", {}).get("unattributed", {})
+                          .values()) == junk, "the junk in the totals", learner)  # fmt: skip
+    finally:
+        sender.close()
+        assert learner.stop() == STOPPED_BY_SIGTERM, learner.log()
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    t = summary["ledger"]["totals"]
+    row = summary["ledger"]["actors"]["honest"]
+    assert row["sent"] == 5 == row["received"] - 1  # 4 valid + stale seq 3; the invalid one
+    assert row["lost_in_flight"] == t["lost_in_flight"] == 0
+    assert 0.0 <= summary["waste_ratio"] <= 1.0
+    assert summary["waste_ratio"] == pytest.approx(1 / 5)  # the stale one of 5 valid batches
+    refused = sum(summary["batches_rejected"].values())
+    in_totals = (t["stale"] + t["duplicates"] + sum(t["invalid"].values())
+                 + sum(t["unattributed"].values()))  # fmt: skip
+    assert refused == in_totals == junk + 2

@@ -93,6 +93,25 @@ def make_batch(
     )
 
 
+def whole_episodes(batch: RolloutBatch, episode_return: float | None = None) -> RolloutBatch:
+    """`batch` made honest about its episodes, as the learner's episode book checks them:
+    every env's episode fills the batch (it ends at the last step, nowhere else), and the
+    header claims each one's summed rewards over T steps (each reward `episode_return / T`
+    when given). Whatever the learner saw of the actor before, it agrees."""
+    a = batch.arrays
+    t, n = batch.num_steps, batch.num_envs
+    if episode_return is not None:
+        a["rewards"] = np.full((t, n), episode_return / t, dtype=np.float32)
+    a["terminated"] = np.zeros((t, n), dtype=bool)
+    a["terminated"][-1] = True
+    a["truncated"] = np.zeros((t, n), dtype=bool)
+    totals = np.zeros(n)
+    for step in range(t):  # summed as the actor and the learner sum them
+        totals += a["rewards"][step]
+    batch.episodes = EpisodeStats([float(x) for x in totals], [t] * n)
+    return batch
+
+
 def wire(batch: RolloutBatch) -> list[bytes]:
     """The batch's frames as plain bytes, as a copying receive would give them."""
     return [f.tobytes() if isinstance(f, np.ndarray) else bytes(f) for f in encode(batch)]

@@ -18,7 +18,13 @@ from ppomq.proto.rollout import EpisodeStats
 from .badmsgs import MUTATIONS, Generator, HypothesisSource, RngSource
 from .factory import make_batch, make_spec, wire
 
-ROLLOUT_REASONS = set(Reason) - {Reason.STALE, Reason.CHECKSUM, Reason.ACTOR_ID_NOT_KEY}
+# Not decode's: the staleness gate's, the weights', the key check's, the episode book's.
+ROLLOUT_REASONS = set(Reason) - {
+    Reason.STALE,
+    Reason.CHECKSUM,
+    Reason.ACTOR_ID_NOT_KEY,
+    Reason.EPISODES_MISMATCH,
+}
 
 
 def _assert_same(batch, out) -> None:

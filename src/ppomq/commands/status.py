@@ -4,7 +4,10 @@ The learner writes one `actors` hash field per actor id it has ever heard from, 
 actor id names one process incarnation (a restarted actor reports under a new id), so the
 hash keeps every dead actor. Status decides what is live by `last_seen` alone: an actor
 not heard from for longer than `--forget-after-s` is hidden from the table and counted on
-one line instead, so the table shows the actors that are training now.
+one line instead, so the table shows the actors that are training now. The table has at
+most `--top` rows (actors trained on first, most recent first) under one line of counts
+(tracked, live, shown): made-up ids can fill the learner's --max-actors, and a table of
+all of them buried the actors that train under a thousand lines.
 
 With --run-dir it reads the run's own Redis while the run runs, and after it a private copy
 of what the run persisted in its run dir (ppomq.run_redis): a finished run's last status.
@@ -24,6 +27,10 @@ from ppomq.errors import NotFoundError, UsageError
 from ppomq.tables import print_table
 
 DEFAULT_FORGET_AFTER_S = 60.0
+# Rows of the actor table by default: the most recently heard. The learner tracks up to
+# --max-actors (1024) ids, made-up ones included; a table of them all took seconds to
+# print and buried the actors that train.
+DEFAULT_TOP = 20
 
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -100,10 +107,12 @@ def read_status(
             hidden.append(row)
         else:
             live.append(row)
-    # Most recently heard from first: ids carry a pid and a random tail, so sorting by id
-    # would scatter a restarted actor away from the slot it replaced.
+    # Actors trained on first, then ids whose every batch was refused (made-up ones among
+    # them: they must not push the actors that train out of a short table); each most
+    # recently heard from first: ids carry a pid and a random tail, so sorting by id would
+    # scatter a restarted actor away from the slot it replaced.
     for rows in (live, hidden):
-        rows.sort(key=lambda r: (r["last_seen_s_ago"], r["actor_id"]))
+        rows.sort(key=lambda r: (r["accepted"] == 0, r["last_seen_s_ago"], r["actor_id"]))
     status["actors"] = live
     status["hidden_actors"] = hidden
     status["unreadable_actors"] = sorted(unreadable)
@@ -122,6 +131,8 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.forget_after_s < 0:
         raise UsageError("--forget-after-s must be >= 0 (0 lists every actor ever seen)")
+    if args.top < 0:
+        raise UsageError("--top must be >= 0 (0 shows no actor rows, --all every one)")
     with contextlib.ExitStack() as stack:
         if args.run_dir:
             run = stack.enter_context(
@@ -168,16 +179,21 @@ def _run(args: argparse.Namespace) -> int:
             f"lost in flight {ledger['lost_in_flight']:,} (actor killed mid-send, partition, "
             "learner restart)"
         )
+        # Refusals under no actor (naming none, or beyond what a flood let be attributed):
+        # with them, the totals hold every refused message.
+        print(f"refused naming no actor: {ledger.get('unattributed') or 'none'}")
+    unverified = status.get("episodes_unverified")
+    if unverified:
+        print(f"episodes not counted (their start was not seen): {unverified:,}")
         print(
             f"actors tracked {ledger['actors_tracked']:,} of at most {status.get('max_actors')}, "
             f"forgotten {ledger['actors_forgotten']:,} (quiet > "
             f"{status.get('forget_actor_after_s')} s), dropped over the cap "
             f"{ledger['actors_dropped_over_cap']:,}"
         )
-    if source == PERSISTED:
-        print(f"{len(status['actors'])} actor(s) at its end (last seen: before its last update)")
-    else:
-        print(f"{len(status['actors'])} live actor(s)")
+    recent = status["actors"]
+    shown = recent if args.all else recent[: args.top]
+    print(_actors_line(status, len(shown), persisted=source == PERSISTED))
     print_table(
         ["actor", "last seen", "policy v", "age", "batches", "sent", "accepted", "surplus",
          "rejected", "lost"],
@@ -185,10 +201,13 @@ def _run(args: argparse.Namespace) -> int:
             [a["actor_id"], f"{a['last_seen_s_ago']:.1f} s", _dash(a["policy_version"]),
              _dash(a["policy_age"]), a["batches"], "-" if a["sent"] is None else a["sent"],
              a["accepted"], a["surplus"], a["rejected"], a["lost_in_flight"]]
-            for a in status["actors"]
+            for a in shown
         ],
         right={1, 2, 3, 4, 5, 6, 7, 8},
     )  # fmt: skip
+    if len(shown) < len(recent):
+        print(f"{len(recent) - len(shown):,} more heard from within {args.forget_after_s:g} s "
+              "not shown (--top N, --all)")  # fmt: skip
     if status["hidden_actors"]:
         print(
             f"{len(status['hidden_actors'])} actor(s) not heard from for > "
@@ -199,6 +218,22 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _actors_line(status: dict[str, Any], shown: int, *, persisted: bool) -> str:
+    """One line of counts over the actor table: every id the learner tracks, how many
+    updates wait for (the learner's own count: an id that only sent refused batches is
+    tracked, never live), how many rows follow."""
+    tracked = len(status["actors"]) + len(status["hidden_actors"])
+    tracked += len(status["unreadable_actors"])
+    if persisted:
+        return (
+            f"{tracked:,} actor(s) tracked, {len(status['actors']):,} at its end (last seen: "
+            f"before its last update), {shown:,} shown"
+        )
+    # A learner of an older release writes no `live_actors`: those heard from lately.
+    live = status.get("live_actors", len(status["actors"]))
+    return f"{tracked:,} actor(s) tracked, {live:,} live, {shown:,} shown"
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser(
         "status",
@@ -207,7 +242,8 @@ def register(sub: Any) -> None:
         "seen and policy age, rejected batches by reason. Actors not heard from for more "
         "than --forget-after-s (dead, or restarted under a new id) are left out of the "
         "table and counted on one line; with --json they are under `hidden_actors`, never "
-        "in `actors`.",
+        "in `actors`. The table shows the --top actors (trained on first, most recent "
+        "first) under a line counting those tracked, live and shown.",
     )
     p.add_argument("--redis-url", help="Redis URL [env PPOMQ_REDIS_URL]")
     p.add_argument("--run-id", help="run id [env PPOMQ_RUN_ID; default: default]")
@@ -225,5 +261,18 @@ def register(sub: Any) -> None:
         f"(default {DEFAULT_FORGET_AFTER_S:g}; 0: list every actor the run has seen). "
         "--json lists them under `hidden_actors` instead of `actors`",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--top",
+        type=int,
+        default=DEFAULT_TOP,
+        metavar="N",
+        help=f"table rows: the N actors heard from most recently (default {DEFAULT_TOP}); "
+        "a count line says how many there are",
+    )
+    p.add_argument(
+        "--all", action="store_true", help="a table row for every actor heard from lately"
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print one JSON object (every actor, whatever --top)"
+    )
     p.set_defaults(func=_run)

@@ -130,6 +130,16 @@ class _StopSignals:
     def __init__(self, launcher: Launcher) -> None:
         self.launcher = launcher
         self.count = 0
+        self.signum: int | None = None  # the first stop signal: the exit code is 128 + it
+
+    def exit_code(self, *, finished: bool) -> int:
+        """`ppomq train`'s exit code once a stop signal ended supervising: 0 if the run
+        had finished anyway (the learner exited 0), else 128 + the signal (130 for
+        Ctrl-C, 143 for SIGTERM), what a shell reports for a command a signal ended, so
+        that `ppomq train && ppomq eval` or a scheduler does not take it for done."""
+        if finished or self.signum is None:
+            return 0
+        return 128 + self.signum
 
     def install(self) -> _StopSignals:
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -138,6 +148,8 @@ class _StopSignals:
 
     def _handle(self, signum: int, _frame: Any) -> None:
         self.count += 1
+        if self.signum is None:
+            self.signum = signum
         if self.count == 1 and not self.launcher.stopping:
             raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
         self.launcher.hurry(now=self.count >= 3)

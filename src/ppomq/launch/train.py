@@ -11,6 +11,7 @@ from ..errors import UserError
 from ..rundir import FINISHED_FILE
 from ..settings import TrainSettings
 from .dataplane import describe_data_plane
+from .messages import _note
 from .progress import Progress, _summary_text
 from .shutdown import _StopSignals, _Terminated
 from .supervisor import Launcher
@@ -29,6 +30,9 @@ def _end_already_reached(settings: TrainSettings, run_dir: Path) -> dict | None:
 
 
 def run_train(settings: TrainSettings) -> int:
+    """Train to the run's end; the exit code: 0 once the run finished (or had already),
+    128 + the signal when Ctrl-C (130) or SIGTERM (143) stopped it before that, else the
+    failure's own (1 crashes, 2 usage, 4 Redis)."""
     data_plane = describe_data_plane(settings)  # one-line error before anything starts
     launcher = Launcher(settings)
     print(
@@ -48,7 +52,7 @@ def run_train(settings: TrainSettings) -> int:
         return 0
     interrupted = False
     code = 1
-    _StopSignals(launcher).install()
+    signals = _StopSignals(launcher).install()
     try:
         launcher.start()
         progress = Progress(launcher) if settings.progress else None
@@ -71,8 +75,16 @@ def run_train(settings: TrainSettings) -> int:
         print(_summary_text(summary, launcher.run_dir), flush=True)
     if launcher.failure is not None:
         raise launcher.failure
+    if interrupted:
+        # The learner exits 0 only once its run is finished (ppomq.signals), also when
+        # the stop signal came during its last update: then the run is done all the same.
+        learner = launcher.learner
+        finished = learner is not None and learner.poll() == 0
+        if not summary_path.exists():
+            _note(f"stopped before the learner wrote a summary; see {launcher.run_dir / 'logs'}")
+        return signals.exit_code(finished=finished)
     if summary_path.exists():
-        return 0 if interrupted else code
+        return code
     raise UserError(
         f"the learner exited with {code} before writing a summary; "
         f"see {launcher.run_dir / 'logs' / 'learner.log'}"

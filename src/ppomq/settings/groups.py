@@ -448,11 +448,15 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
         "to true (each run gets a new run dir unless --run-dir is given); --no-resume refuses "
         "a finished --run-dir. A run that has not finished always resumes.",
     )
+    # On by default, loopback too: on plain ZeroMQ any local process can send rollouts
+    # under an actor's id (and lock it out with a huge seq) or read the weights. Its cost
+    # is measured in docs/security.md.
     curve: bool = Field(
-        False,
+        True,
         description="CURVE on the run's sockets, with keys made for it in RUN_DIR/keys "
         "(`ppomq keys generate`'s layout, kept for a resumed run; write them there first "
-        "with more --actors to let actors from other hosts in). Off: plain ZeroMQ, which "
+        "with more --actors to let actors from other hosts in). --no-curve: plain ZeroMQ, "
+        "unauthenticated (any local process may send rollouts and read weights), which "
         "only loopback binds (or insecure_plaintext) allow.",
     )
     restart_actors: bool = Field(True, description="Restart an actor that crashes.")
