@@ -6,7 +6,9 @@ SIGTERM/SIGINT finishes the current update, checkpoints, evaluates and writes th
 a second skips the rest of the update and the evaluation but still writes the checkpoint
 and the summary (ppomq.signals). Exit 0 only when the run reached its end (total steps,
 duration, target return); stopped before that by a signal, 128 + the signal (143 for
-SIGTERM), so that a Kubernetes Job or compose's `restart: on-failure` starts it again.
+SIGTERM), so that a Kubernetes Job or compose's `restart: on-failure` starts it again; 5
+when the run dir (or Redis's data) cannot be written, after writing what still fits; 2 for
+a checkpoint that does not verify (recovery.py: --recover is the way on).
 """
 
 from __future__ import annotations
