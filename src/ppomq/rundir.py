@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import os
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("ppomq")
 
 SOLVE_WINDOW = 20  # "mean of the last 20 episodes", the CartPole-v1 convention
 # Written by the learner when its run ends normally (the same JSON as Redis `finished`).
@@ -119,7 +122,7 @@ class RunRecorder:
             self.episodes += 1
             self.window.append(ret)
             self._episodes_csv.writerow([env_steps, f"{wall_s:.3f}", ret, length])
-            if self._tb is not None:
+            if self._tb_writing():
                 self._tb.add_scalar("charts/episodic_return", ret, env_steps)
                 self._tb.add_scalar("charts/episodic_length", length, env_steps)
             if (
@@ -140,10 +143,25 @@ class RunRecorder:
         self._progress_csv.writerow({k: row.get(k) for k in self._progress_csv.fieldnames})
         self._progress_fh.flush()
         self._episodes_fh.flush()
-        if self._tb is not None:
+        if self._tb_writing():
             for key, value in row.items():
                 if "/" in key and isinstance(value, int | float) and math.isfinite(value):
                     self._tb.add_scalar(key, value, env_steps)
+
+    def _tb_writing(self) -> bool:
+        """Whether TensorBoard events still go out. tensorboardX writes them from a thread
+        through a bounded queue; a full disk kills that thread, and the next writes would
+        then block the learner forever on the full queue. So once it is dead the events
+        stop (said once); the CSVs carry the data, and their own writes name the fault."""
+        if self._tb is None:
+            return False
+        writers = (getattr(self._tb, "all_writers", None) or {}).values()
+        if all(w.event_writer._worker.is_alive() for w in writers):
+            return True
+        log.error("TensorBoard events stopped: their writer failed (its error is above); "
+                  "episodes.csv and progress.csv go on")  # fmt: skip
+        self._tb = None  # not closed: closing puts on the same full queue
+        return False
 
     def get_state(self) -> dict[str, Any]:
         """What a learner checkpoint carries so that a resumed run's summary is right."""
@@ -169,10 +187,20 @@ class RunRecorder:
         return write_json_atomic(self.dir / name, doc, sort_keys=True)
 
     def close(self) -> None:
-        self._episodes_fh.close()
-        self._progress_fh.close()
-        if self._tb is not None:
-            self._tb.close()
+        """Close every file and the TensorBoard writer, each whatever the others do (a
+        full disk fails a close's flush: the writer's thread must still stop, or the
+        process would never exit); then raise the first error, if any."""
+        errors: list[OSError] = []
+        closers = [self._episodes_fh.close, self._progress_fh.close]
+        if self._tb_writing():
+            closers.append(self._tb.close)
+        for close in closers:
+            try:
+                close()
+            except OSError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
 
 class RecordsDamaged(ValueError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -54,6 +55,17 @@ def _fill(mount: Path) -> Path:
     return filler
 
 
+def _state(run_dir: Path) -> str:
+    """The run's processes and its logs' last lines, for a run that did not stop."""
+    ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:20,args"], capture_output=True,
+                        text=True).stdout  # fmt: skip
+    tails = [
+        f"--- {log.name}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+        for log in sorted((run_dir / "logs").glob("*.log"))
+    ]
+    return "\n".join([*[ln for ln in ps.splitlines() if "ppomq" in ln], *tails])
+
+
 def _command(run_dir: Path) -> list[str]:
     return [*PPOMQ, "train", "--actors", "1", "--total-steps", "40000", "--run-dir",
             str(run_dir), "--eval-episodes", "0", "--checkpoint-interval-s", "0",
@@ -64,7 +76,7 @@ def test_a_full_disk_is_named_the_summary_said_and_the_same_command_resumes(smal
     run_dir = small_disk / "run"
     proc = subprocess.Popen(
         _command(run_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=clean_env(),
+        env=clean_env(), start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -74,10 +86,15 @@ def test_a_full_disk_is_named_the_summary_said_and_the_same_command_resumes(smal
             assert time.monotonic() < deadline, "no updates within 120 s"
             time.sleep(0.1)
         filler = _fill(small_disk)
-        out, err = proc.communicate(timeout=120)
+        try:
+            out, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            state = _state(run_dir)
+            raise AssertionError(f"still running 120 s after the disk filled:\n{state}") from None
     finally:
         if proc.poll() is None:
-            proc.kill()
+            # The whole session: children that outlive the launcher would hold its pipes.
+            os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     assert proc.returncode == 5, (proc.returncode, out[-2000:], err[-2000:])
     assert "Traceback" not in err and "crashed" not in out + err
