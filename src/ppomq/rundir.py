@@ -122,9 +122,8 @@ class RunRecorder:
             self.episodes += 1
             self.window.append(ret)
             self._episodes_csv.writerow([env_steps, f"{wall_s:.3f}", ret, length])
-            if self._tb_writing():
-                self._tb.add_scalar("charts/episodic_return", ret, env_steps)
-                self._tb.add_scalar("charts/episodic_length", length, env_steps)
+            self._scalar("charts/episodic_return", ret, env_steps)
+            self._scalar("charts/episodic_length", length, env_steps)
             if (
                 self.solved_at_env_steps is None
                 and self.solve_threshold is not None
@@ -143,10 +142,15 @@ class RunRecorder:
         self._progress_csv.writerow({k: row.get(k) for k in self._progress_csv.fieldnames})
         self._progress_fh.flush()
         self._episodes_fh.flush()
+        for key, value in row.items():
+            if "/" in key and isinstance(value, int | float) and math.isfinite(value):
+                self._scalar(key, value, env_steps)
+
+    def _scalar(self, key: str, value: float, step: int) -> None:
+        """One TensorBoard scalar, if its writer still writes (checked before each: one
+        update's scalars outnumber the writer's queue)."""
         if self._tb_writing():
-            for key, value in row.items():
-                if "/" in key and isinstance(value, int | float) and math.isfinite(value):
-                    self._tb.add_scalar(key, value, env_steps)
+            self._tb.add_scalar(key, value, step)
 
     def _tb_writing(self) -> bool:
         """Whether TensorBoard events still go out. tensorboardX writes them from a thread
