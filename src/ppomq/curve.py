@@ -22,7 +22,6 @@ without CURVE) is logged on both ends with its likely cause and counted
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import ipaddress
 import itertools
@@ -388,21 +387,6 @@ def _record(side: str, reason: str, text: str, endpoint: str) -> None:
         log.warning("%s (%d so far)", text, total)
 
 
-# The watchers' threads still running. At exit they get a moment to see their socket's
-# MONITOR_STOPPED and close their monitor socket: a process that exits with a monitor
-# socket open in a thread blocked inside libzmq can abort in libzmq's teardown
-# ("terminate called without an active exception", exit 134 instead of the service's own).
-_watchers: set[threading.Thread] = set()
-WATCHERS_EXIT_WAIT_S = 1.0
-
-
-@atexit.register
-def _let_watchers_finish() -> None:
-    deadline = time.monotonic() + WATCHERS_EXIT_WAIT_S
-    for thread in list(_watchers):
-        thread.join(max(0.0, deadline - time.monotonic()))
-
-
 class HandshakeWatch:
     """Watches one socket's handshakes from a daemon thread until the socket closes."""
 
@@ -421,11 +405,9 @@ class HandshakeWatch:
         mon.connect(addr)
         # The thread owns `mon` from here on (starting a thread is the memory barrier
         # ZeroMQ asks of a socket that changes threads).
-        thread = threading.Thread(
+        threading.Thread(
             target=self._run, args=(mon,), name="curve-handshakes", daemon=True
-        )
-        _watchers.add(thread)
-        thread.start()
+        ).start()
 
     def _run(self, mon: zmq.Socket[Any]) -> None:
         try:
@@ -442,7 +424,6 @@ class HandshakeWatch:
             return  # the context is terminating
         finally:
             mon.close(linger=0)
-            _watchers.discard(threading.current_thread())
 
     def _on_event(self, event: int, value: int, endpoint: str) -> None:
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
