@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
+import logging
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +40,18 @@ def add_service_command(
         cls = settings_cls()
         settings = load_settings(cls, flags[0](parsed_args=args)(), getattr(args, "config", None))
         setup_logging(settings.log_level, settings.log_json, service=name)
-        return run(settings)
+        code = run(settings)
+        # The service has stopped and said so. The interpreter's own teardown, with
+        # libzmq's and torch's native threads still about, can abort ("terminate called
+        # without an active exception": exit 134 instead of the code decided above), so
+        # the process ends as multiprocessing ends its children: the exit handlers, the
+        # streams flushed, then os._exit.
+        atexit._run_exitfuncs()
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
 
     parser.set_defaults(func=func)
     return parser
