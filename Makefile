@@ -29,7 +29,7 @@ bench-transport: $(STAMP)
 	$(BIN)/python -m benchmarks.transport
 
 bench-weights: $(STAMP)
-	$(BIN)/python -m benchmarks.weights
+	$(BIN)/python -m benchmarks.weights_fanout
 
 clean:
 	rm -rf $(VENV) build *.egg-info

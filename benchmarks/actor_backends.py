@@ -37,8 +37,8 @@ def worker(conn: Connection, cfg: dict[str, Any]) -> None:
     import torch
 
     from ppomq.actor.runner import EnvRunner
-    from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-    from ppomq.models import build_model, model_spec_for
+    from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+    from ppomq.core.models import build_model, model_spec_for
 
     torch.set_num_threads(1)  # as run_actor does
     n, t, env_id = cfg["num_envs"], cfg["num_steps"], cfg["env_id"]

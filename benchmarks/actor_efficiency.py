@@ -132,7 +132,7 @@ class SystemRun:
     def _connect(self, timeout_s: float) -> None:
         import redis
 
-        from ppomq.weightserver.keys import RunKeys
+        from ppomq.core.store.keys import RunKeys
 
         deadline = time.monotonic() + timeout_s
         path = self.run_dir / "settings.json"
@@ -268,9 +268,9 @@ def standalone_worker(conn: Connection, cfg: dict[str, Any]) -> None:
     import torch
 
     from ppomq.actor.runner import EnvRunner
-    from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-    from ppomq.evaluate import load_weights_file
-    from ppomq.models import build_model, model_spec_for
+    from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+    from ppomq.core.evaluate import load_weights_file
+    from ppomq.core.models import build_model, model_spec_for
 
     torch.set_num_threads(1)  # as run_actor does
     n, t, env_id = cfg["num_envs"], cfg["num_steps"], cfg["env_id"]

@@ -20,11 +20,11 @@ from typing import Any
 
 import torch
 
-from ppomq.envs import rollout_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.models import build_model, model_spec_for
+from ppomq.core.settings import LearnerSettings, load_settings
 from ppomq.learner.checkpoint import weights_digest, write_checkpoint
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.models import build_model, model_spec_for
-from ppomq.settings import LearnerSettings, load_settings
 
 RESULTS = Path(__file__).parent / "results"
 MODELS = {"CartPole-v1 MLP 64x64": "CartPole-v1", "Breakout Nature CNN": "ALE/Breakout-v5"}

@@ -32,8 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ppomq.models import build_model
-from ppomq.models.cnn import SCALE, NatureCNN
+from ppomq.core.models import build_model
+from ppomq.core.models.cnn import SCALE, NatureCNN
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPEC = {"arch": "nature-cnn", "obs_shape": [4, 84, 84], "action": {"kind": "categorical", "n": 6}}
@@ -308,7 +308,7 @@ def _markdown(doc: dict[str, Any]) -> str:
         "",
         f"Fastest correct path: {fastest}.",
         "",
-        "Shipped (`ppomq.models.cnn.CNNInference`): functional NCHW float32 under "
+        "Shipped (`ppomq.core.models.cnn.CNNInference`): functional NCHW float32 under "
         "inference_mode, ReLU in place, fc weight pre-transposed for `addmm`, 1/255 folded "
         "into conv.0's weights, the two heads one matmul; against `nn.Module, no_grad`: "
         f"{ratios}. Paths within a few per cent of it are within this machine's noise; "

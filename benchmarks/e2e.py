@@ -143,7 +143,7 @@ def _role(proc: psutil.Process) -> str:
     if "redis-server" in joined:
         return "redis-server"
     if "multiprocessing.forkserver" in joined:
-        return "zygote"  # `ppomq train`'s preloading fork server (src/ppomq/zygote.py)
+        return "zygote"  # `ppomq train`'s preloading fork server (src/ppomq/launch/zygote.py)
     if "multiprocessing.resource_tracker" in joined:
         return "resource-tracker"  # started with it by the standard library
     if any(a.endswith("/ppomq") for a in cmd[:2]):

@@ -10,7 +10,7 @@ clock from just before the fork to its exit): `ppomq train --target-return 475
 episodes reaches 475. Runs come in pairs on the same seed, the pair's order alternating
 (ppomq first on even seeds, SB3 first on odd ones) so that a drift in the machine's load
 hits both alike; the figure is the median of the per-pair ratios ppomq / SB3. For ppomq
-the launcher's phase timeline (logs/launcher.log, ppomq.timeline) splits its time into
+the launcher's phase timeline (logs/launcher.log, ppomq.core.timeline) splits its time into
 start-up (command to first env step), training, and shutdown (last update to exit).
 
 With `--before-src DIR` each pair becomes a triple: the same `ppomq train` command once
@@ -50,7 +50,7 @@ from benchmarks.e2e import (
     availability,
     run_one,
 )
-from ppomq.timeline import first_env_step_unix, last_update_unix, read_timeline
+from ppomq.core.timeline import first_env_step_unix, last_update_unix, read_timeline
 
 BASELINE = "sb3"
 BEFORE = "before"

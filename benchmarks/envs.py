@@ -9,7 +9,7 @@ Actor and learner processes reach it through Gymnasium's "module:EnvId" syntax:
 
     ppomq train --env-id benchmarks.envs:ppomq-bench/SleepEnv-v0 --target-return 1e9
 
-(`ppomq.envs.check_env_id` imports the module before looking the id up; pass
+(`ppomq.core.envs.check_env_id` imports the module before looking the id up; pass
 `--target-return` because the learner looks the solve threshold up by the bare id.)
 """
 

@@ -46,12 +46,12 @@ import msgpack
 import numpy as np
 import redis
 
-from ppomq.curve import client_from_settings, key_suffix
-from ppomq.embedded_redis import EmbeddedRedis, free_port
-from ppomq.envs import rollout_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.store.embedded import EmbeddedRedis, free_port
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.transport.curvezmq import client_from_settings, key_suffix
+from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import Reason, encode
-from ppomq.transport import RolloutSender
-from ppomq.weightserver.keys import RunKeys
 
 RESULTS = Path(__file__).parent / "results"
 REPO = Path(__file__).resolve().parents[1]

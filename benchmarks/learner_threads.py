@@ -29,9 +29,9 @@ from typing import Any
 import torch
 
 from benchmarks.learner_update import ATARI_CASE, CASES, RESULTS, make_batch
+from ppomq.core.models import build_model
 from ppomq.learner.device import describe, resolve_device
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.models import build_model
 
 
 def time_updates(case: tuple, device: torch.device, updates: int, seed: int) -> float:

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ppomq.core.models import Policy, build_model
 from ppomq.learner.ppo_loss import ppo_loss
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.models import Policy, build_model
 from ppomq.proto import RolloutBatch
 
 RESULTS = Path(__file__).parent / "results"

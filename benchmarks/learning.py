@@ -458,8 +458,8 @@ def _ppomq_last_update(run_dir: Path, summary: dict[str, Any], learner_t0: float
 
 
 def _ppomq_startup(run_dir: Path, t_cmd: float) -> float | None:
-    """Command to the first env step any actor logged (ppomq.timeline)."""
-    from ppomq.timeline import first_env_step_unix
+    """Command to the first env step any actor logged (ppomq.core.timeline)."""
+    from ppomq.core.timeline import first_env_step_unix
 
     first = first_env_step_unix(run_dir)
     return None if first is None else round(first - t_cmd, 3)

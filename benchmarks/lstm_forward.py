@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ppomq.models import build_model
-from ppomq.models.lstm import LSTMActorCritic, LSTMFunctional
+from ppomq.core.models import build_model
+from ppomq.core.models.lstm import LSTMActorCritic, LSTMFunctional
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SPEC = {"arch": "lstm", "encoder": "mlp", "obs_shape": [2],

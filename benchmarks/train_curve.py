@@ -58,8 +58,8 @@ from benchmarks.e2e import (
     run_one,
     stats,
 )
-from ppomq.settings import TrainSettings
-from ppomq.timeline import read_timeline
+from ppomq.core.settings import TrainSettings
+from ppomq.core.timeline import read_timeline
 
 PLAIN, CURVE = "plain", "curve"
 LABELS = {PLAIN: "plain", CURVE: "CURVE"}

@@ -9,7 +9,8 @@ last message of each run. Modes alternate run by run so that both see the same m
 load; each figure is the median over the runs. Both modes use the same high-water mark, so
 the ratio isolates what ppomq adds. Writes benchmarks/results/transport.{json,md}.
 
-`--curve` compares ppomq with CURVE on (authentication + encryption, ppomq.curve; the
+`--curve` compares ppomq with CURVE on (authentication + encryption, ppomq.core.transport.curvezmq;
+the
 learner's key check included) against ppomq with it off, over tcp loopback, interleaved the
 same way; writes benchmarks/results/transport_curve.{json,md}.
 
@@ -39,7 +40,8 @@ from typing import Any
 import numpy as np
 import zmq
 
-from ppomq.curve import CurveClient, CurveServer, actor_id_matches_key, sender_key
+from ppomq.core.transport.curvezmq import CurveClient, CurveServer, actor_id_matches_key, sender_key
+from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
 from ppomq.proto import (
     ActionSpace,
     EpisodeStats,
@@ -49,7 +51,6 @@ from ppomq.proto import (
     decode,
     encode,
 )
-from ppomq.transport import RolloutReceiver, RolloutSender
 
 RESULTS = Path(__file__).parent / "results"
 HWM = 4  # TransportSettings.rollout_hwm's default, used by both modes

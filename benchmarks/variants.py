@@ -141,8 +141,8 @@ def command(job: Job, run_dir: Path) -> list[str]:
 
 def _update_samples(task: str) -> int:
     """The update size DEFAULT_ACTORS actors give with the task's settings."""
-    from ppomq.settings import TrainSettings
-    from ppomq.settings.layering import load_settings
+    from ppomq.core.settings import TrainSettings
+    from ppomq.core.settings.layering import load_settings
 
     flags = shlex.split(TASKS[task]["flags"])
     preset = {"preset": flags[flags.index("--preset") + 1]} if "--preset" in flags else {}

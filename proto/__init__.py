@@ -4,19 +4,18 @@ The specs a stranger can implement from live beside this file: ROLLOUT.md and WE
 This package imports nothing else of ppomq.
 """
 
-from .errors import DecodeError, Reason
-from .rollout import (
+from ppomq.proto.errors import DecodeError, Reason
+from ppomq.proto.rollout_decode import decode, peek_sender
+from ppomq.proto.rollout_encode import encode
+from ppomq.proto.rollout_types import (
     ROLLOUT_SCHEMA,
     ActionSpace,
     EpisodeStats,
     RolloutBatch,
     RolloutSpec,
     SeqTracker,
-    decode,
-    encode,
-    peek_sender,
 )
-from .weights import (
+from ppomq.proto.weights_blob import (
     WEIGHTS_SCHEMA,
     TensorEntry,
     WeightsHeader,

@@ -5,7 +5,7 @@ failure is one `DecodeError`.
 The decoder is on the learner's hot path (one call per batch), so the per-message work is
 kept to one msgpack call, one comparison of the header's array table against the table
 last accepted for the same spec and N (a cached "plan"), and one numpy reduction per array.
-The full, reason-by-reason check (`_plan_for`, rollout_plan) runs only when the table
+The full, reason-by-reason check (`plan_for`, rollout_plan) runs only when the table
 differs; both paths raise the same reason for the same message.
 """
 
@@ -18,25 +18,25 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .errors import DecodeError, Reason
-from .rollout_frames import rebuild
-from .rollout_plan import (
-    _BOOL,
-    _BOX,
-    _FINITE,
-    _FINITE16,
-    _I64,
-    _INDEX,
-    _PLAIN,
-    _SKIP,
-    _check_box,
-    _fail,
-    _Plan,
-    _plan_for,
-    _umax,
+from ppomq.proto.errors import DecodeError, Reason
+from ppomq.proto.rollout_frames import rebuild
+from ppomq.proto.rollout_plan import (
+    BOOL,
+    BOX,
+    FINITE,
+    FINITE16,
+    I64,
+    INDEX,
+    PLAIN,
+    SKIP,
+    Plan,
+    check_box,
+    fail,
+    plan_for,
+    umax,
 )
-from .rollout_types import (
-    _CACHE_LIMIT,
+from ppomq.proto.rollout_types import (
+    CACHE_LIMIT,
     MAX_HEADER_BYTES,
     MAX_ID_LEN,
     ROLLOUT_FAMILY,
@@ -50,7 +50,7 @@ from .rollout_types import (
     parse_schema,
 )
 
-_PLANS: dict[tuple[int, int, bool], _Plan] = {}
+_PLANS: dict[tuple[int, int, bool], Plan] = {}
 _I32 = np.dtype("<i4")
 
 
@@ -79,12 +79,12 @@ def _header_fields(h: dict[str, Any]) -> None:
         value = h.get(key)
         # `type(x) is int` rejects bool, which msgpack would otherwise let through as an int.
         if type(value) is not kind:
-            raise _fail(Reason.HEADER_INVALID, f"{key} must be {kind.__name__}")
+            raise fail(Reason.HEADER_INVALID, f"{key} must be {kind.__name__}")
         if kind is str and len(value) > MAX_ID_LEN:
-            raise _fail(Reason.HEADER_INVALID, f"{key} longer than {MAX_ID_LEN}")
+            raise fail(Reason.HEADER_INVALID, f"{key} longer than {MAX_ID_LEN}")
         if lo is not None and value < lo:
-            raise _fail(Reason.HEADER_INVALID, f"{key} must be >= {lo}")
-    raise _fail(Reason.HEADER_INVALID, "header fields")  # unreachable unless _FIELDS drifts
+            raise fail(Reason.HEADER_INVALID, f"{key} must be >= {lo}")
+    raise fail(Reason.HEADER_INVALID, "header fields")  # unreachable unless _FIELDS drifts
 
 
 _FIELDS: tuple[tuple[str, type, int | None], ...] = (
@@ -104,9 +104,9 @@ _FIELDS: tuple[tuple[str, type, int | None], ...] = (
 def _episodes(raw: dict[str, Any], limit: int) -> EpisodeStats:
     returns, lengths = raw.get("returns"), raw.get("lengths")
     if type(returns) is not list or type(lengths) is not list:
-        raise _fail(Reason.EPISODES_INVALID, "episodes.returns and .lengths must be lists")
+        raise fail(Reason.EPISODES_INVALID, "episodes.returns and .lengths must be lists")
     if len(returns) != len(lengths) or len(returns) > limit:
-        raise _fail(Reason.EPISODES_INVALID, "episodes lists differ in length or exceed T*N")
+        raise fail(Reason.EPISODES_INVALID, "episodes lists differ in length or exceed T*N")
     if not returns:
         return EpisodeStats([], [])
     rtypes = set(map(type, returns))
@@ -114,9 +114,9 @@ def _episodes(raw: dict[str, Any], limit: int) -> EpisodeStats:
     if not rtypes <= {float, int} or not (
         math.isfinite(sum(returns)) or all(math.isfinite(r) for r in returns)
     ):
-        raise _fail(Reason.EPISODES_INVALID, "episode return must be a finite number")
+        raise fail(Reason.EPISODES_INVALID, "episode return must be a finite number")
     if set(map(type, lengths)) != {int} or min(lengths) < 1:
-        raise _fail(Reason.EPISODES_INVALID, "episode length must be an int >= 1")
+        raise fail(Reason.EPISODES_INVALID, "episode length must be an int >= 1")
     if int in rtypes:
         returns = [float(r) for r in returns]
     return EpisodeStats(returns, lengths)
@@ -126,29 +126,29 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
     # 1. frames and size, before anything is parsed
     nframes = len(frames)
     if nframes < 2:
-        raise _fail(Reason.FRAME_COUNT, f"{nframes} frames; a batch has a header and arrays")
+        raise fail(Reason.FRAME_COUNT, f"{nframes} frames; a batch has a header and arrays")
     sizes = [memoryview(f).nbytes for f in frames]
     total = sum(sizes)
     if total > spec.max_bytes:
-        raise _fail(Reason.OVERSIZE, f"{total} bytes > cap {spec.max_bytes}")
+        raise fail(Reason.OVERSIZE, f"{total} bytes > cap {spec.max_bytes}")
     if sizes[0] > MAX_HEADER_BYTES:
-        raise _fail(Reason.OVERSIZE, f"header of {sizes[0]} bytes > {MAX_HEADER_BYTES}")
+        raise fail(Reason.OVERSIZE, f"header of {sizes[0]} bytes > {MAX_HEADER_BYTES}")
     # 2. header: msgpack map, schema
     try:
         h = msgpack.unpackb(frames[0])  # msgpack 1.x: raw=False, strict_map_key=True
     except Exception as exc:  # msgpack raises several unrelated types
-        raise _fail(Reason.HEADER_NOT_MSGPACK, type(exc).__name__) from None
+        raise fail(Reason.HEADER_NOT_MSGPACK, type(exc).__name__) from None
     if type(h) is not dict:
-        raise _fail(Reason.HEADER_INVALID, "header must be a msgpack map")
+        raise fail(Reason.HEADER_INVALID, "header must be a msgpack map")
     schema = h.get("schema")
     if schema == ROLLOUT_SCHEMA:
         newer_minor = False
     else:
         family, major, minor = parse_schema(schema)
         if family != ROLLOUT_FAMILY:
-            raise _fail(Reason.SCHEMA_UNKNOWN, f"schema family {family!r}")
+            raise fail(Reason.SCHEMA_UNKNOWN, f"schema family {family!r}")
         if major != ROLLOUT_MAJOR:
-            raise _fail(Reason.SCHEMA_MAJOR, f"major {major}; this reader speaks {ROLLOUT_MAJOR}")
+            raise fail(Reason.SCHEMA_MAJOR, f"major {major}; this reader speaks {ROLLOUT_MAJOR}")
         newer_minor = minor > ROLLOUT_MINOR
     # 3. header fields: one fused test, the field-by-field one only to name a failure
     run_id = h.get("run_id")
@@ -184,19 +184,19 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
         _header_fields(h)
     sent = h.get("sent")
     if sent is not None and (type(sent) is not int or sent < 1):
-        raise _fail(Reason.HEADER_INVALID, "sent must be an int >= 1")
+        raise fail(Reason.HEADER_INVALID, "sent must be an int >= 1")
     stats = _episodes(episodes, t * n)
     # 4. header against the spec
     if run_id != spec.run_id:
-        raise _fail(Reason.RUN_ID, f"run_id {run_id!r}, expected {spec.run_id!r}")
+        raise fail(Reason.RUN_ID, f"run_id {run_id!r}, expected {spec.run_id!r}")
     if spec.env_id is not None and env_id != spec.env_id:
-        raise _fail(Reason.ENV_ID, f"env_id {env_id!r}, expected {spec.env_id!r}")
+        raise fail(Reason.ENV_ID, f"env_id {env_id!r}, expected {spec.env_id!r}")
     if t != spec.num_steps:
-        raise _fail(Reason.SHAPE_MISMATCH, f"num_steps {t}, expected {spec.num_steps}")
+        raise fail(Reason.SHAPE_MISMATCH, f"num_steps {t}, expected {spec.num_steps}")
     if (spec.num_envs is not None and n != spec.num_envs) or n > spec.max_envs:
-        raise _fail(Reason.SHAPE_MISMATCH, f"num_envs {n} not accepted")
+        raise fail(Reason.SHAPE_MISMATCH, f"num_envs {n} not accepted")
     if len(table) != nframes - 1:
-        raise _fail(Reason.FRAME_COUNT, f"{len(table)} arrays declared, {nframes - 1} frames")
+        raise fail(Reason.FRAME_COUNT, f"{len(table)} arrays declared, {nframes - 1} frames")
     # 5. the array table (cached plan when it is the table last accepted), byte counts
     pkey = (id(spec), n, newer_minor)
     plan = _PLANS.get(pkey)
@@ -207,14 +207,14 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
         # `==` takes 4.0 and True for 4 and 1; the full check would not.
         or not all([type(d) is int for e in table for d in e["shape"]])
     ):
-        plan = _plan_for(table, spec, n, newer_minor, sizes)
-        if len(_PLANS) >= _CACHE_LIMIT:
+        plan = plan_for(table, spec, n, newer_minor, sizes)
+        if len(_PLANS) >= CACHE_LIMIT:
             _PLANS.clear()
         _PLANS[pkey] = plan
     if sizes[1:] != plan.sizes:
         for (name, *_), want, got in zip(plan.steps, plan.sizes, sizes[1:], strict=True):
             if want != got:
-                raise _fail(Reason.BYTE_COUNT, f"{name}: frame has {got} bytes, shape says {want}")
+                raise fail(Reason.BYTE_COUNT, f"{name}: frame has {got} bytes, shape says {want}")
     # 6. sequence, then contents (the only checks that read the bulk bytes)
     if seqs is not None:
         seqs.check(actor_id, seq)
@@ -222,31 +222,31 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
     # The dot products below may overflow or meet inf * 0; both only mean "look closer".
     with np.errstate(over="ignore", invalid="ignore"):
         for (name, dtype, shape, kind), frame in zip(plan.steps, frames[1:], strict=True):
-            if kind == _PLAIN:
+            if kind == PLAIN:
                 arrays[name] = np.ndarray(shape, dtype, frame)
                 continue
-            if kind == _SKIP:
+            if kind == SKIP:
                 continue
             flat = np.frombuffer(frame, dtype=dtype)
-            if kind in (_FINITE, _BOX):
+            if kind in (FINITE, BOX):
                 # One BLAS dot instead of isfinite().all(): a NaN or inf anywhere makes it
                 # non-finite. So do finite values large enough to overflow it (> ~1e19), so
                 # a non-finite result is confirmed by the exact test. (ndarray.dot, not
                 # np.dot: the method skips numpy's dispatch layer, half the cost here.)
                 if not math.isfinite(flat.dot(flat)) and not np.isfinite(flat).all():
-                    raise _fail(Reason.NON_FINITE, name)
-                if kind == _BOX:
-                    _check_box(flat, spec.action)
-            elif kind == _FINITE16:
+                    raise fail(Reason.NON_FINITE, name)
+                if kind == BOX:
+                    check_box(flat, spec.action)
+            elif kind == FINITE16:
                 if not np.isfinite(flat).all():
-                    raise _fail(Reason.NON_FINITE, name)
-            elif kind == _INDEX:
+                    raise fail(Reason.NON_FINITE, name)
+            elif kind == INDEX:
                 # Viewed as unsigned, a negative index is huge: one max() checks both ends;
                 # then every frame must be some stack's (no frame is sent for nothing).
                 k = plan.num_frames
-                if _umax(flat) >= k:
+                if umax(flat) >= k:
                     i32 = flat.view(_I32)
-                    raise _fail(
+                    raise fail(
                         Reason.INVALID_VALUE,
                         f"{name}: indices in [{i32.min()}, {i32.max()}], {k} frames",
                     )
@@ -254,24 +254,24 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
                 used = np.zeros(k, np.bool_)
                 used[flat] = True
                 if not used.all():
-                    raise _fail(
+                    raise fail(
                         Reason.INVALID_VALUE,
                         f"{name}: frame {int(np.argmin(used))} of {k} is in no stack",
                     )
-            elif kind == _BOOL:
+            elif kind == BOOL:
                 # Any byte but 0 or 1 is not a bool; numpy would carry it through silently.
-                if _umax(flat) > 1:
-                    raise _fail(Reason.INVALID_VALUE, f"{name}: bool byte not 0 or 1")
+                if umax(flat) > 1:
+                    raise fail(Reason.INVALID_VALUE, f"{name}: bool byte not 0 or 1")
                 flat = flat.view(np.bool_)
             else:  # _DISCRETE
                 # Viewed as unsigned, a negative action is huge: one max() checks both ends.
-                if _umax(flat) >= spec.action.n:
-                    i64 = flat.view(_I64)
+                if umax(flat) >= spec.action.n:
+                    i64 = flat.view(I64)
                     lo, hi = i64.min(), i64.max()
-                    raise _fail(
+                    raise fail(
                         Reason.ACTION_OUT_OF_SPACE, f"actions in [{lo}, {hi}], n={spec.action.n}"
                     )
-                flat = flat.view(_I64)
+                flat = flat.view(I64)
             arrays[name] = flat.reshape(shape) if len(shape) != 1 else flat
     if plan.num_frames:
         # The frames layout (1.2): the learner gets `obs` as if it had been sent.

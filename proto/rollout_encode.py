@@ -11,8 +11,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from .rollout_frames import to_frames, wants_frames
-from .rollout_types import _CACHE_LIMIT, _WIRE_NAMES, ROLLOUT_SCHEMA, RolloutBatch
+from ppomq.proto.rollout_frames import to_frames, wants_frames
+from ppomq.proto.rollout_types import CACHE_LIMIT, ROLLOUT_SCHEMA, WIRE_NAMES, RolloutBatch
 
 # One shared Packer saves building one per call. Its `pack` runs in C without calling back
 # into Python (no `default`), so under the GIL no other thread can interleave with it.
@@ -39,11 +39,11 @@ def _np_scalar(obj: Any) -> Any:
 def _pack_table(key: tuple[tuple[str, np.dtype, tuple[int, ...]], ...]) -> bytes:
     table = []
     for name, dtype, shape in key:
-        wire = _WIRE_NAMES.get(dtype)
+        wire = WIRE_NAMES.get(dtype)
         if wire is None:
             raise ValueError(f"array {name!r}: dtype {dtype} is not a wire dtype")
         table.append({"name": name, "dtype": wire, "shape": list(shape)})
-    if len(_TABLE_CACHE) >= _CACHE_LIMIT:
+    if len(_TABLE_CACHE) >= CACHE_LIMIT:
         _TABLE_CACHE.clear()
     packed = _TABLE_CACHE[key] = msgpack.packb(table, use_bin_type=True)
     return packed
@@ -82,7 +82,7 @@ def encode(batch: RolloutBatch, *, frames: bool | None = None) -> list[Any]:
     for name, arr in arrays.items():
         if type(arr) is not np.ndarray or not arr.flags.c_contiguous:
             arr = np.ascontiguousarray(arr)
-        if arr.dtype not in _WIRE_NAMES:
+        if arr.dtype not in WIRE_NAMES:
             arr = _wire_array(arr)  # big-endian input: the one case that copies
         out.append(arr)
         key.append((name, arr.dtype, arr.shape))

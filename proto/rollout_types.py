@@ -1,7 +1,8 @@
 """Rollout message v1, the types: schema, wire dtypes and limits, the spec a learner accepts
 (`RolloutSpec`, `ActionSpace`), the batch (`RolloutBatch`, `EpisodeStats`) and `SeqTracker`.
 
-The codec is `rollout_encode` and `rollout_decode`; `proto.rollout` re-exports all three.
+The codec is `rollout_encode` and `rollout_decode`; the package `ppomq.proto` exports the public
+names.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .errors import DecodeError, Reason
+from ppomq.proto.errors import DecodeError, Reason
 
 ROLLOUT_SCHEMA = "ppomq.rollout/1.3"
 ROLLOUT_FAMILY = "ppomq.rollout"
@@ -26,13 +27,13 @@ ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 3
 ALLOWED_DTYPES: frozenset[str] = frozenset(
     {"bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"}
 )
-_FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
-_NP_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in ALLOWED_DTYPES}
-WIRE_DTYPES: dict[str, np.dtype] = dict(_NP_DTYPES)  # wire name -> little-endian numpy dtype
+FLOAT_DTYPES = frozenset({"float16", "float32", "float64"})
+NP_DTYPES = {name: np.dtype(name).newbyteorder("<") for name in ALLOWED_DTYPES}
+WIRE_DTYPES: dict[str, np.dtype] = dict(NP_DTYPES)  # wire name -> little-endian numpy dtype
 # dtype object -> wire name, for arrays already in wire byte order. `arr.dtype.name` costs
 # microseconds per call; a dict lookup on the dtype object is ~50 ns and also rejects
 # big-endian and non-wire dtypes in the same step.
-_WIRE_NAMES: dict[np.dtype, str] = {dt: name for name, dt in _NP_DTYPES.items()}
+WIRE_NAMES: dict[np.dtype, str] = {dt: name for name, dt in NP_DTYPES.items()}
 
 MAX_HEADER_BYTES = 1 << 20  # 1 MiB: episodes lists make the header grow with T*N
 MAX_RANK = 8
@@ -41,7 +42,7 @@ DEFAULT_MAX_BYTES = 256 << 20
 MAX_ID_LEN = 256
 MAX_ACTORS_TRACKED = 1 << 16
 # Entries in each of the codec's caches (encode's packed tables, decode's plans).
-_CACHE_LIMIT = 256
+CACHE_LIMIT = 256
 
 _SCHEMA_RE = re.compile(r"([a-z0-9_.]{1,64})/([0-9]{1,6})\.([0-9]{1,6})", re.ASCII)
 

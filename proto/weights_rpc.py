@@ -19,7 +19,7 @@ Request body: one frame, a msgpack map:
 Reply: the routing frames of the request, then frame R0, a msgpack map:
 
     {"status": "weights",      "version": v, "id": ..., "finished": bool}  + 2 frames: the
-                                          weights message of proto/weights.py: header, blob
+                                          weights message of proto/weights_blob.py: header, blob
     {"status": "not_modified", "version": v | None, "id": ..., "finished": bool}
                                                                 (nothing newer than `have`)
     {"status": "pong", "version": v | None, "id": ..., "run_id": str, "redis": "up"|"down",

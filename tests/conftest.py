@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from ppomq.embedded_redis import RedisProcess, free_port
+from ppomq.core.store.embedded import RedisProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -11,11 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ppomq.envs import EPISODES_IN_INFO
-from ppomq.models import InferencePolicy
+from ppomq.actor.reward_norm import RewardNormalizer, RewardNormConfig
+from ppomq.core.envs import EPISODES_IN_INFO
+from ppomq.core.models import InferencePolicy
 from ppomq.proto import ActionSpace, EpisodeStats, RolloutBatch, RolloutSpec
-
-from .reward_norm import RewardNormalizer, RewardNormConfig
 
 
 def clip_bounds(space: ActionSpace) -> tuple[np.ndarray, np.ndarray] | None:
@@ -35,7 +34,7 @@ def clip_bounds(space: ActionSpace) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def raw_scores(info: Mapping[str, Any], n: int) -> np.ndarray:
-    """Each env's raw score of this step from `info["score"]` (ppomq.atari's and the
+    """Each env's raw score of this step from `info["score"]` (ppomq.core.envs.atari's and the
     EnvPool backend's, before reward clipping), found for an env that ended this step in
     `info["final_info"]`, where a SAME_STEP vector env puts that step's info."""
     out = np.zeros(n, dtype=np.float32)
@@ -70,7 +69,8 @@ class EnvRunner:
         self.next_obs = np.asarray(obs, dtype=self.obs_dtype)
         self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
         self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
-        # An env that says so (ppomq.atari's training pipeline) reports its own episodes, whole
+        # An env that says so (ppomq.core.envs.atari's training pipeline) reports its own episodes,
+        # whole
         # games with raw scores, in info["final_info"]["episode"]: its done flags end
         # training episodes (a lost life) and its rewards are clipped, so neither is counted.
         self.episodes_in_info = bool((getattr(envs, "metadata", None) or {}).get(EPISODES_IN_INFO))

@@ -21,19 +21,23 @@ from typing import Any
 
 import torch
 
-from ppomq.curve import CurveClient, client_from_settings, key_suffix, last_client_failure
-from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-from ppomq.metrics import ActorMetrics, Heartbeat
-from ppomq.models import InferencePolicy
+from ppomq.actor.policy_sync import WeightsPrefetcher
+from ppomq.actor.runner import EnvRunner
+from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.metrics import ActorMetrics, Heartbeat
+from ppomq.core.models import InferencePolicy
+from ppomq.core.service_shell import service_shell
+from ppomq.core.settings import ActorSettings
+from ppomq.core.signals import WarmStop
+from ppomq.core.transport.curvezmq import (
+    CurveClient,
+    client_from_settings,
+    key_suffix,
+    last_client_failure,
+)
+from ppomq.core.transport.rollouts import RolloutSender
+from ppomq.core.transport.weights_client import WeightsClient
 from ppomq.proto import encode
-from ppomq.service_shell import service_shell
-from ppomq.settings import ActorSettings
-from ppomq.signals import WarmStop
-from ppomq.transport import RolloutSender
-from ppomq.weightserver.client import WeightsClient
-
-from .runner import EnvRunner
-from .weights import WeightsPrefetcher
 
 log = logging.getLogger("ppomq.actor")
 
@@ -49,7 +53,8 @@ SEND_WAIT_LOG_S = 30.0
 
 def new_actor_id(actor_index: int, curve: CurveClient | None = None) -> str:
     """Unique per process incarnation: a restarted actor starts a fresh `seq` sequence.
-    Under CURVE it ends with its key's suffix, which the learner checks (ppomq.curve)."""
+    Under CURVE it ends with its key's suffix, which the learner checks
+    (ppomq.core.transport.curvezmq)."""
     suffix = key_suffix(curve.public) if curve is not None else ""
     return f"a{actor_index}-{os.getpid()}-{secrets.token_hex(3)}{suffix}"
 

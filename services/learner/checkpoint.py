@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ppomq.core.rundir import write_bytes_atomic
 from ppomq.proto import pack_weights
-from ppomq.rundir import write_bytes_atomic
 
 CKPT_NAME = "checkpoints/ckpt.pt"
 PREVIOUS_NAME = "checkpoints/ckpt.prev.pt"

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ppomq.errors import UsageError
+from ppomq.core.errors import UsageError
 
 
 def resolve_device(choice: str) -> torch.device:

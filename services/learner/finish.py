@@ -12,14 +12,13 @@ from typing import Any
 
 import torch
 
-from ppomq.errors import StorageFullError
-from ppomq.models import Policy
-from ppomq.rundir import plot_learning_curve, write_bytes_atomic
-from ppomq.settings import LearnerSettings
-from ppomq.signals import FastStop, WarmStop
-from ppomq.storage import storage_error
-
-from .loop import LearnerLoop
+from ppomq.core.errors import StorageFullError
+from ppomq.core.models import Policy
+from ppomq.core.rundir import plot_learning_curve, write_bytes_atomic
+from ppomq.core.settings import LearnerSettings
+from ppomq.core.signals import FastStop, WarmStop
+from ppomq.core.storage import storage_error
+from ppomq.learner.loop import LearnerLoop
 
 log = logging.getLogger("ppomq.learner")
 
@@ -44,7 +43,7 @@ def finish_run(
     that a second signal interrupts is dropped; the files are always written, each on its
     own: on a full or read-only disk, what fits is written, and the error is returned (the
     log says which file was not)."""
-    from ppomq.evaluate import evaluate_policy
+    from ppomq.core.evaluate import evaluate_policy
 
     run_dir = Path(settings.run_dir)
     meta = {

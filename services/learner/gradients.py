@@ -14,12 +14,11 @@ from typing import Any, NamedTuple, Protocol
 
 from torch import Tensor
 
-from ppomq.errors import UsageError
-from ppomq.models import Policy
-
-from . import ppo_loss as objective
-from .flat_params import FlatParameters
-from .ppo_loss import PPOLossStats
+from ppomq.core.errors import UsageError
+from ppomq.core.models import Policy
+from ppomq.learner import ppo_loss as objective
+from ppomq.learner.flat_params import FlatParameters
+from ppomq.learner.ppo_loss import PPOLossStats
 
 log = logging.getLogger("ppomq.learner")
 
@@ -96,7 +95,7 @@ class SequenceAutogradGradient:
 def select_gradient(choice: str, model: Policy, flat: FlatParameters) -> Gradient:
     """`autograd`; `analytic` (an error if the model is not one it was derived for); or
     `auto`: analytic where it applies, else autograd, said once in the log."""
-    from .mlp_grad import MLPGradient, unsupported_reason
+    from ppomq.learner.mlp_grad import MLPGradient, unsupported_reason
 
     if getattr(model, "recurrent", False) and choice != "analytic":
         return SequenceAutogradGradient(model, flat)

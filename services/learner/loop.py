@@ -17,20 +17,19 @@ from typing import Any
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from ppomq.metrics import LearnerMetrics
+from ppomq.core.metrics import LearnerMetrics
+from ppomq.core.rundir import RunRecorder
+from ppomq.core.settings import LearnerSettings
+from ppomq.core.signals import WarmStop
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.learner.checkpoint import CKPT_NAME, weights_digest, write_checkpoint
+from ppomq.learner.episodes import EpisodeBook
+from ppomq.learner.ledger import RolloutLedger
+from ppomq.learner.roster import ActorRoster
+from ppomq.learner.staleness import StalenessGate
+from ppomq.learner.trainer import PPOTrainer
 from ppomq.proto import DecodeError, Reason, RolloutBatch, SeqTracker, pack_weights
-from ppomq.rundir import RunRecorder
-from ppomq.settings import LearnerSettings
-from ppomq.signals import WarmStop
-from ppomq.weightserver.keys import RunKeys
-from ppomq.weightserver.store import WeightStore
-
-from .checkpoint import CKPT_NAME, weights_digest, write_checkpoint
-from .episodes import EpisodeBook
-from .ledger import RolloutLedger
-from .roster import ActorRoster
-from .staleness import StalenessGate
-from .trainer import PPOTrainer
 
 log = logging.getLogger("ppomq.learner")
 

@@ -16,12 +16,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ppomq.models import Policy
-from ppomq.models.mlp import MLPActorCritic
-
-from . import ppo_loss as objective
-from .gradients import Minibatch
-from .ppo_loss import PPOLossStats
+from ppomq.core.models import Policy
+from ppomq.core.models.mlp import MLPActorCritic
+from ppomq.learner import ppo_loss as objective
+from ppomq.learner.gradients import Minibatch
+from ppomq.learner.ppo_loss import PPOLossStats
 
 Layer = tuple[Tensor, Tensor]  # (weight [out, in], bias [out])
 

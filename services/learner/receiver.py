@@ -28,11 +28,17 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from ppomq.curve import actor_id_matches_key, sender_key
-from ppomq.proto import DecodeError, Reason, RolloutBatch, RolloutSpec, SeqTracker, decode
-from ppomq.proto.rollout import peek_sender  # the rollout ledger's
-
-from .episodes import EpisodeBook
+from ppomq.core.transport.curvezmq import actor_id_matches_key, sender_key
+from ppomq.learner.episodes import EpisodeBook
+from ppomq.proto import (
+    DecodeError,
+    Reason,
+    RolloutBatch,
+    RolloutSpec,
+    SeqTracker,
+    decode,
+    peek_sender,  # the rollout ledger's
+)
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +290,8 @@ def _sender(batch: RolloutBatch) -> tuple[str, int | None, int | None]:
 
 
 def _check_key(batch: RolloutBatch, frames: list[Any]) -> None:
-    """Under CURVE: refuse a batch whose actor_id is not its sender key's (ppomq.curve)."""
+    """Under CURVE: refuse a batch whose actor_id is not its sender key's
+    (ppomq.core.transport.curvezmq)."""
     key = sender_key(frames[0])
     if key is None or not actor_id_matches_key(batch.actor_id, key):
         raise DecodeError(

@@ -16,14 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ppomq.errors import UsageError
-from ppomq.models import load_numpy_state
-from ppomq.proto import DecodeError
-from ppomq.proto.weights import WeightsHeader, unpack_tensors
-from ppomq.rundir import RecordsDamaged, has_records, records_up_to
-from ppomq.weightserver.store import VersionNotFoundError, WeightStore
-
-from .checkpoint import (
+from ppomq.core.errors import UsageError
+from ppomq.core.models import load_numpy_state
+from ppomq.core.rundir import RecordsDamaged, has_records, records_up_to
+from ppomq.core.store.weight_store import VersionNotFoundError, WeightStore
+from ppomq.learner.checkpoint import (
     CKPT_NAME,
     Checkpoint,
     CheckpointDamaged,
@@ -31,9 +28,11 @@ from .checkpoint import (
     load_previous,
     weights_digest,
 )
+from ppomq.proto import DecodeError
+from ppomq.proto.weights_blob import WeightsHeader, unpack_tensors
 
 if TYPE_CHECKING:
-    from .loop import LearnerLoop
+    from ppomq.learner.loop import LearnerLoop
 
 log = logging.getLogger("ppomq.learner")
 

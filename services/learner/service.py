@@ -4,7 +4,7 @@ Wiring, in order: settings -> logging -> Redis store -> policy (fresh or resumed
 publish the first version -> receiving thread -> LearnerLoop (loop.py). Stopping: the first
 SIGTERM/SIGINT finishes the current update, checkpoints, evaluates and writes the summary;
 a second skips the rest of the update and the evaluation but still writes the checkpoint
-and the summary (ppomq.signals). Exit 0 only when the run reached its end (total steps,
+and the summary (ppomq.core.signals). Exit 0 only when the run reached its end (total steps,
 duration, target return); stopped before that by a signal, 128 + the signal (143 for
 SIGTERM), so that a Kubernetes Job or compose's `restart: on-failure` starts it again; 5
 when the run dir (or Redis's data) cannot be written, after writing what still fits; 2 for
@@ -29,31 +29,30 @@ import torch
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
-from ppomq.curve import server_from_settings
-from ppomq.envs import rollout_spec_for
-from ppomq.errors import StorageFullError, UsageError
-from ppomq.metrics import LearnerMetrics
-from ppomq.models import build_model, load_numpy_state, model_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.errors import StorageFullError, UsageError
+from ppomq.core.metrics import LearnerMetrics
+from ppomq.core.models import build_model, load_numpy_state, model_spec_for
+from ppomq.core.rundir import FINISHED_FILE, RecordsDamaged, RunRecorder, write_json_atomic
+from ppomq.core.service_shell import service_shell
+from ppomq.core.settings import LearnerSettings, settings_snapshot
+from ppomq.core.signals import FastStop, WarmStop
+from ppomq.core.storage import storage_error
+from ppomq.core.store.connect import wait_for_redis
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.core.transport.curvezmq import server_from_settings
+from ppomq.core.transport.rollouts import RolloutReceiver
+from ppomq.learner.checkpoint import CKPT_NAME
+from ppomq.learner.device import describe, resolve_device, resolve_threads
+from ppomq.learner.episodes import EpisodeBook
+from ppomq.learner.finish import finish_run
+from ppomq.learner.loop import PUBLISH_BACKOFF, LearnerLoop
+from ppomq.learner.receiver import BatchQueue, BatchReceiver
+from ppomq.learner.recovery import choose_start, rebuild_from_records
+from ppomq.learner.trainer import PPOConfig, PPOTrainer
 from ppomq.proto import RolloutBatch, SeqTracker
-from ppomq.proto.weights import unpack_tensors
-from ppomq.redis_util import wait_for_redis
-from ppomq.rundir import FINISHED_FILE, RecordsDamaged, RunRecorder, write_json_atomic
-from ppomq.service_shell import service_shell
-from ppomq.settings import LearnerSettings, settings_snapshot
-from ppomq.signals import FastStop, WarmStop
-from ppomq.storage import storage_error
-from ppomq.transport import RolloutReceiver
-from ppomq.weightserver.keys import RunKeys
-from ppomq.weightserver.store import WeightStore
-
-from .checkpoint import CKPT_NAME
-from .device import describe, resolve_device, resolve_threads
-from .episodes import EpisodeBook
-from .finish import finish_run
-from .loop import PUBLISH_BACKOFF, LearnerLoop
-from .receiver import BatchQueue, BatchReceiver
-from .recovery import choose_start, rebuild_from_records
-from .trainer import PPOConfig, PPOTrainer
+from ppomq.proto.weights_blob import unpack_tensors
 
 log = logging.getLogger("ppomq.learner")
 

@@ -9,16 +9,15 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from ppomq.models import Policy, build_model
+from ppomq.core.models import Policy, build_model
+from ppomq.learner.device import HostToDevice
+from ppomq.learner.flat_params import FlatAdam, FlatParameters
+from ppomq.learner.gae import compute_gae
+from ppomq.learner.gradients import Minibatch, SequenceMinibatch, select_gradient
+from ppomq.learner.ppo_loss import PPOLossStats, adapt_kl_coef
+from ppomq.learner.sequences import from_rows, sequence_arrays, to_rows
+from ppomq.learner.vtrace import compute_vtrace
 from ppomq.proto import RolloutBatch
-
-from .device import HostToDevice
-from .flat_params import FlatAdam, FlatParameters
-from .gae import compute_gae
-from .gradients import Minibatch, SequenceMinibatch, select_gradient
-from .ppo_loss import PPOLossStats, adapt_kl_coef
-from .sequences import from_rows, sequence_arrays, to_rows
-from .vtrace import compute_vtrace
 
 # Samples per forward pass when V-trace re-evaluates a whole batch under the current policy:
 # bounds the activations a large pixel batch would hold at once.

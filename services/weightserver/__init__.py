@@ -1,5 +1,5 @@
-"""Versioned weights: the Redis store (store.py, what the learner publishes through), the
-weightserver service (server.py) and the actors' client (client.py).
-
-Import the submodule you need: the client needs no Redis, the store no ZeroMQ.
+"""The weightserver service: keeps a run's newest weights in memory, following Redis, and
+answers actors' "newer than v?" requests (server.py). The weight store it follows and the
+client actors ask it with are shared core (ppomq.core.store.weight_store,
+ppomq.core.transport.weights_client).
 """

@@ -26,20 +26,19 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
-from ppomq.curve import CurveServer, ServerAuth, server_from_settings
-from ppomq.errors import UserError
-from ppomq.log import setup_logging
+from ppomq.core.errors import UserError
+from ppomq.core.log import setup_logging
+from ppomq.core.service_shell import service_shell
+from ppomq.core.store.connect import REDIS_FAILURES, describe_redis_error, make_redis, redact_url
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.store.weight_store import VersionNotFoundError, WeightStore
+from ppomq.core.transport.curvezmq import CurveServer, ServerAuth, server_from_settings
 from ppomq.proto import weights_rpc as protocol
 from ppomq.proto.errors import DecodeError, Reason
-from ppomq.proto.weights import WeightsHeader, decode_weights
-from ppomq.redis_util import REDIS_FAILURES, describe_redis_error, make_redis, redact_url
-from ppomq.service_shell import service_shell
-
-from .keys import RunKeys
-from .store import VersionNotFoundError, WeightStore
+from ppomq.proto.weights_blob import WeightsHeader, decode_weights
 
 if TYPE_CHECKING:
-    from ppomq.settings import WeightserverSettings
+    from ppomq.core.settings import WeightserverSettings
 
 log = logging.getLogger("ppomq.weightserver")
 

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import __version__
-from .errors import UsageError, UserError
+from ppomq import __version__
+from ppomq.core.errors import UsageError, UserError
 
 # Subcommand modules, in the order `ppomq --help` lists them. Each has register(subparsers).
 COMMAND_MODULES = (
@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None and any("://" in a and "@" in a for a in sys.argv):
-        from .redis_util import hide_secrets_in_title
+        from ppomq.core.store.connect import hide_secrets_in_title
 
         hide_secrets_in_title()  # `ps` shows --redis-url and the like without the password
     parser = build_parser()

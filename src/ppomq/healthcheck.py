@@ -15,7 +15,7 @@ It reads the same `PPOMQ_*` settings as the service, so probe and service agree 
   CURVE the probe connects with the server's own key pair, which the server allows);
 - actor: its main loop is turning: `/healthz` on its metrics port (`PPOMQ_METRICS_PORT`)
   answers 200, not 503 (no turn for `--stalled-after` SECONDS, default 120:
-  ppomq.metrics.STALLED_AFTER_S). Not `/metrics`: a thread of its own serves that, and
+  ppomq.core.metrics.STALLED_AFTER_S). Not `/metrics`: a thread of its own serves that, and
   answers as well while the loop hangs in an env step. With the port off an actor has
   nothing to ask, and the probe says so and passes.
 
@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ppomq.settings import LearnerSettings
+    from ppomq.core.settings import LearnerSettings
 
 SERVICES = ("learner", "weightserver", "actor")
 TIMEOUT_S = 3.0
@@ -89,8 +89,8 @@ def process_start_time(pid: int) -> float | None:
 def check_progress(settings: LearnerSettings, stalled_after_s: float, pid: int) -> str:
     """Unhealthy when the learner's status in Redis is older than `stalled_after_s`,
     counting from the learner's start at the earliest."""
-    from ppomq.redis_util import REDIS_FAILURES, make_redis
-    from ppomq.weightserver.keys import RunKeys
+    from ppomq.core.store.connect import REDIS_FAILURES, make_redis
+    from ppomq.core.store.keys import RunKeys
 
     run_id = settings.run_id
     client = make_redis(settings.redis_url, timeout_s=TIMEOUT_S)
@@ -121,7 +121,7 @@ def check_progress(settings: LearnerSettings, stalled_after_s: float, pid: int) 
 
 
 def check_learner(stalled_after_s: float | None = None, pid: int = 1) -> str:
-    from ppomq.settings import LearnerSettings, load_settings
+    from ppomq.core.settings import LearnerSettings, load_settings
 
     settings = load_settings(LearnerSettings)
     host, port = local_address(settings.rollout_bind)
@@ -137,9 +137,9 @@ def check_learner(stalled_after_s: float | None = None, pid: int = 1) -> str:
 
 
 def check_weightserver() -> str:
-    from ppomq.curve import self_client, server_from_settings
-    from ppomq.settings import WeightserverSettings, load_settings
-    from ppomq.weightserver.client import WeightsClient, WeightsTimeoutError
+    from ppomq.core.settings import WeightserverSettings, load_settings
+    from ppomq.core.transport.curvezmq import self_client, server_from_settings
+    from ppomq.core.transport.weights_client import WeightsClient, WeightsTimeoutError
 
     settings = load_settings(WeightserverSettings)
     host, port = local_address(settings.bind)
@@ -165,7 +165,7 @@ def check_weightserver() -> str:
 
 
 def check_healthz(port: int, stalled_after_s: float | None = None) -> str:
-    """The service's own word on its main loop (ppomq.metrics.healthz): 200 healthy."""
+    """The service's own word on its main loop (ppomq.core.metrics.healthz): 200 healthy."""
     url = f"http://127.0.0.1:{port}/healthz"
     if stalled_after_s is not None:
         url += f"?stalled_after={stalled_after_s:g}"
@@ -179,7 +179,7 @@ def check_healthz(port: int, stalled_after_s: float | None = None) -> str:
 
 
 def check_actor(stalled_after_s: float | None = None) -> str:
-    from ppomq.settings import ActorSettings, load_settings
+    from ppomq.core.settings import ActorSettings, load_settings
 
     settings = load_settings(ActorSettings)
     if not settings.metrics_port:

@@ -1,4 +1,4 @@
-"""Under CURVE an actor names itself after its key (ppomq.curve, proto/ROLLOUT.md
+"""Under CURVE an actor names itself after its key (ppomq.core.transport.curvezmq, proto/ROLLOUT.md
 "Authentication"); an actor or learner with a bad key setting stops at start, one line."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from ppomq.actor.service import new_actor_id
 from ppomq.commands.keys import generate
-from ppomq.curve import actor_id_matches_key, client_from_settings, key_suffix
+from ppomq.core.transport.curvezmq import actor_id_matches_key, client_from_settings, key_suffix
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -9,8 +9,8 @@ import torch
 
 from ppomq.actor.reward_norm import RewardNormalizer
 from ppomq.actor.runner import EnvRunner, clip_bounds
-from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
-from ppomq.models import build_model, model_spec_for
+from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.models import build_model, model_spec_for
 from ppomq.proto import ActionSpace, decode, encode
 
 
@@ -74,7 +74,7 @@ def test_env_seeds_differ_across_actors_and_envs_and_repeat_for_the_same_triple(
 
 @pytest.mark.parametrize("env_id", ["NoSuchEnv-v0", "cartpole"])
 def test_unknown_env_id_is_a_user_error_naming_the_fix(env_id):
-    from ppomq.errors import UsageError
+    from ppomq.core.errors import UsageError
 
     with pytest.raises(UsageError, match="--env-id"):
         make_vector_env(env_id, 1, [0])

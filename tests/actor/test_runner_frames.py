@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("ale_py")
 
 from ppomq.actor.runner import EnvRunner
-from ppomq.envs import make_vector_env, rollout_spec_for
+from ppomq.core.envs import make_vector_env, rollout_spec_for
 from ppomq.proto import decode, encode
 
 

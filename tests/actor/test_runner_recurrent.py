@@ -8,10 +8,10 @@ import numpy as np
 import torch
 
 from ppomq.actor.runner import EnvRunner
-from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.envs.memory import MASKED_CARTPOLE
+from ppomq.core.models import build_model
 from ppomq.learner.sequences import episode_starts
-from ppomq.memory_envs import MASKED_CARTPOLE
-from ppomq.models import build_model
 
 SPEC = {"arch": "lstm", "encoder": "mlp", "obs_shape": [2],
         "action": {"kind": "categorical", "n": 2}, "hidden": [16], "activation": "tanh",

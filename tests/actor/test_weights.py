@@ -11,11 +11,11 @@ import pytest
 import redis
 import torch
 
-from ppomq.actor.weights import WeightsPrefetcher
-from ppomq.models import InferencePolicy, ModelSpecError, Policy, build_model, numpy_state
-from ppomq.proto.weights import pack_weights
-from ppomq.weightserver.client import WeightsClient
-from ppomq.weightserver.store import WeightStore
+from ppomq.actor.policy_sync import WeightsPrefetcher
+from ppomq.core.models import InferencePolicy, ModelSpecError, Policy, build_model, numpy_state
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.core.transport.weights_client import WeightsClient
+from ppomq.proto.weights_blob import pack_weights
 
 from ..weightserver.helpers import WeightserverProcess, make_weights
 
@@ -96,11 +96,11 @@ def test_an_error_in_the_thread_reaches_the_caller(
 _EXIT_DURING_A_LOAD = """
 import sys, threading
 import redis, torch
-from ppomq.actor import weights
-from ppomq.models import build_model, numpy_state
-from ppomq.proto.weights import pack_weights
-from ppomq.weightserver.client import WeightsClient
-from ppomq.weightserver.store import WeightStore
+from ppomq.actor import policy_sync as weights
+from ppomq.core.models import build_model, numpy_state
+from ppomq.proto.weights_blob import pack_weights
+from ppomq.core.transport.weights_client import WeightsClient
+from ppomq.core.store.weight_store import WeightStore
 
 redis_url, endpoint, version = sys.argv[1], sys.argv[2], int(sys.argv[3])
 loading = threading.Event()

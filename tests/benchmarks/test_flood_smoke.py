@@ -20,7 +20,8 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
     by_mode = {w["mode"]: w for w in doc["windows"]}
     assert by_mode["flood"]["sent"] > 0
     # Counted as rejects, none accepted; libzmq may drop the last few a PUSH socket holds
-    # at its close (src/ppomq/transport.py), so not more than were sent, and not many fewer.
+    # at its close (src/ppomq/core/transport/rollouts.py), so not more than were sent, and not many
+    # fewer.
     assert by_mode["flood"]["sent"] - 64 <= by_mode["flood"]["learner_counted"]
     assert by_mode["flood"]["learner_counted"] <= by_mode["flood"]["sent"]
     assert by_mode["control"]["learner_counted"] == by_mode["unharmed"]["learner_counted"] == 0

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_sleep_env_is_reachable_by_module_prefixed_id():
-    from ppomq.envs import check_env_id, make_vector_env
+    from ppomq.core.envs import check_env_id, make_vector_env
 
     check_env_id(SLEEP_ENV_SPEC)  # imports benchmarks.envs, which registers it
     env = make_vector_env(SLEEP_ENV_SPEC, 2, [1, 2])

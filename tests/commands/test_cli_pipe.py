@@ -10,7 +10,7 @@ import sys
 import pytest
 import redis
 
-from ppomq.weightserver.store import WeightStore
+from ppomq.core.store.weight_store import WeightStore
 
 from ..weightserver.helpers import make_weights
 

@@ -9,10 +9,10 @@ import sys
 
 import torch
 
-from ppomq.models import build_model, numpy_state
+from ppomq.core.models import build_model, numpy_state
+from ppomq.core.store.connect import connect_redis
+from ppomq.core.store.weight_store import WeightStore
 from ppomq.proto import pack_weights
-from ppomq.redis_util import connect_redis
-from ppomq.weightserver.store import WeightStore
 
 SPEC = {"arch": "mlp", "obs_shape": [4], "action": {"kind": "categorical", "n": 2},
         "hidden": [8], "activation": "tanh", "obs_norm": None}  # fmt: skip

@@ -15,7 +15,7 @@ import time
 import redis
 
 from ppomq.commands.status import read_status
-from ppomq.weightserver.keys import RunKeys
+from ppomq.core.store.keys import RunKeys
 
 RUN = "status-test"
 

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from ppomq.errors import UsageError
+from ppomq.core.errors import UsageError
+from ppomq.core.settings import TrainSettings
+from ppomq.core.settings.layering import add_settings_arguments, load_settings
 from ppomq.launch.dataplane import describe_data_plane
-from ppomq.settings import TrainSettings
-from ppomq.settings.layering import add_settings_arguments, load_settings
 
 
 @pytest.fixture(autouse=True)

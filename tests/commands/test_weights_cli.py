@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import redis
 
-from ppomq.weightserver.keys import BLOB_FIELD, RunKeys
-from ppomq.weightserver.store import WeightStore
+from ppomq.core.store.keys import BLOB_FIELD, RunKeys
+from ppomq.core.store.weight_store import WeightStore
 
 from ..conftest import free_port
 from ..weightserver.helpers import make_weights, mlp_tensors

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ppomq.settings import ActorSettings, LearnerSettings, WeightserverSettings
+from ppomq.core.settings import ActorSettings, LearnerSettings, WeightserverSettings
 
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "docker-compose.yml"

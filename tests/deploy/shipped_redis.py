@@ -15,8 +15,8 @@ from pathlib import Path
 
 import redis
 
-from ppomq.embedded_redis import free_port
-from ppomq.procutil import die_with_parent
+from ppomq.core.procutil import die_with_parent
+from ppomq.core.store.embedded import free_port
 
 from .composefile import REPO, resolve_compose
 

@@ -21,11 +21,11 @@ import pytest
 import redis
 
 from benchmarks.envs import SLEEP_ENV_SPEC, STEP_S_VAR
-from ppomq.embedded_redis import free_port
-from ppomq.envs import rollout_spec_for
-from ppomq.models import build_model, model_spec_for, numpy_state
-from ppomq.proto.weights import pack_weights
-from ppomq.weightserver.store import WeightStore
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.models import build_model, model_spec_for, numpy_state
+from ppomq.core.store.embedded import free_port
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.proto.weights_blob import pack_weights
 
 from ..weightserver.helpers import WeightserverProcess
 from .composefile import REPO

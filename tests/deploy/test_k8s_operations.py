@@ -30,10 +30,10 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from ppomq.cli import build_parser
-from ppomq.curve import client_from_settings, server_from_settings
-from ppomq.embedded_redis import free_port
-from ppomq.errors import UsageError
-from ppomq.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
+from ppomq.core.errors import UsageError
+from ppomq.core.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
+from ppomq.core.store.embedded import free_port
+from ppomq.core.transport.curvezmq import client_from_settings, server_from_settings
 
 from .composefile import REPO, SETTINGS_OF, tool
 from .test_manifests import (
@@ -293,7 +293,7 @@ def _get(url: str) -> int:
 
 
 def test_k8s_actor_liveness_asks_the_main_loops_heartbeat_that_the_actor_serves():
-    """The probe's path and port are what the actor serves (ppomq.metrics), and that
+    """The probe's path and port are what the actor serves (ppomq.core.metrics), and that
     answers by the main loop's heartbeat: 200 while fresh, 503 once stalled. /metrics,
     the old probe, is not it: it answers whatever the main loop does."""
     docs = _render(REPO / "k8s" / "overlays" / "local")

@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from ppomq.cli import build_parser
+from ppomq.core.settings import ENV_PREFIX, WeightserverSettings
 from ppomq.healthcheck import SERVICES as HEALTHCHECK_SERVICES
-from ppomq.settings import ENV_PREFIX, WeightserverSettings
 
 from .composefile import (
     COMPOSE_FILE,

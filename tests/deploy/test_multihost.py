@@ -63,7 +63,7 @@ COMPOSE_ENV = {
 IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 VERSIONS_NEEDED = 3
 DEADLINE_S = 240
-# A service that SIGTERM stopped before its run's end exits 128 + 15 (ppomq.signals).
+# A service that SIGTERM stopped before its run's end exits 128 + 15 (ppomq.core.signals).
 STOPPED_BY_SIGTERM = 128 + signal.SIGTERM
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from ppomq.weightserver.keys import RunKeys
-from ppomq.weightserver.store import WeightStore
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.store.weight_store import WeightStore
 
 from ..commands.test_weights_cli import ppomq
 from ..weightserver.helpers import make_weights

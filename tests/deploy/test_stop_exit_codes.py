@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from ppomq.signals import WarmStop
+from ppomq.core.signals import WarmStop
 
 from ..ops.services import STOPPED_BY_SIGTERM, System
 

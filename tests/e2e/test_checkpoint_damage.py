@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ppomq.rundir import read_csv
+from ppomq.core.rundir import read_csv
 
 from .cli import PPOMQ, SMALL, clean_env
 from .test_train_faults import _solved_at

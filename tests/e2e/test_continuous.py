@@ -9,7 +9,7 @@ import subprocess
 import pytest
 import torch
 
-from ppomq.evaluate import load_weights_file
+from ppomq.core.evaluate import load_weights_file
 
 from .cli import PPOMQ, clean_env
 

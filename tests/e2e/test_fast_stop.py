@@ -16,8 +16,8 @@ import pytest
 import torch
 from PIL import Image
 
+from ppomq.core.timeline import read_timeline
 from ppomq.learner.checkpoint import read_checkpoint
-from ppomq.timeline import read_timeline
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from ppomq.embedded_redis import free_port
-from ppomq.rundir import REDIS_DIR
+from ppomq.core.rundir import REDIS_DIR
+from ppomq.core.store.embedded import free_port
 
 from .cli import PPOMQ, SMALL
 from .cli import clean_env as _env

@@ -53,7 +53,7 @@ def test_train_runs_to_total_steps_and_leaves_a_complete_run_dir(tmp_path):
                  "learning_curve.png", "checkpoints/ckpt.pt"):  # fmt: skip
         assert (run_dir / name).exists(), name
     assert any((run_dir / "tb").iterdir())
-    # Every service was forked from the launcher's preloading server (ppomq.zygote).
+    # Every service was forked from the launcher's preloading server (ppomq.launch.zygote).
     for name in ("weightserver", "learner", "actor-0", "actor-1"):
         assert "(torch preloaded: True)" in (run_dir / "logs" / f"{name}.log").read_text()
     # The run's own actors heard the end from the weightserver and exited 0 by themselves,
@@ -312,7 +312,7 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
     """`ppomq actor` pointed at a running `ppomq train`: when the run ends, the weightserver
     stays until that actor has heard it too, and the actor exits 0 (it used to hang in
     send forever once the launcher had stopped the weightserver)."""
-    from ppomq.embedded_redis import free_port
+    from ppomq.core.store.embedded import free_port
 
     rollout, weights = free_port(), free_port()
     run_dir = tmp_path / "byhand"

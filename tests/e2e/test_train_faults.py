@@ -24,8 +24,8 @@ import psutil
 import pytest
 import redis
 
-from ppomq.rundir import REDIS_DIR, SOLVE_WINDOW, read_csv
-from ppomq.weightserver.keys import RunKeys
+from ppomq.core.rundir import REDIS_DIR, SOLVE_WINDOW, read_csv
+from ppomq.core.store.keys import RunKeys
 
 from .cli import PPOMQ, SMALL
 from .cli import clean_env as _env

@@ -24,11 +24,11 @@ import numpy as np
 import pytest
 import redis
 
-from ppomq.envs import rollout_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.launch.wiring import connect_addr
 from ppomq.proto import EpisodeStats, encode
-from ppomq.transport import RolloutSender
-from ppomq.weightserver.keys import RunKeys
 from tests.proto.factory import make_batch
 
 from .cli import PPOMQ, SMALL, clean_env

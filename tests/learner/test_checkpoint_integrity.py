@@ -11,7 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppomq.errors import UsageError
+from ppomq.core.errors import UsageError
+from ppomq.core.models import numpy_state
+from ppomq.core.rundir import RecordsDamaged, records_up_to
+from ppomq.core.signals import WarmStop
 from ppomq.learner.checkpoint import (
     CKPT_NAME,
     PREVIOUS_NAME,
@@ -21,9 +24,6 @@ from ppomq.learner.checkpoint import (
 )
 from ppomq.learner.recovery import choose_start
 from ppomq.learner.service import resume
-from ppomq.models import numpy_state
-from ppomq.rundir import RecordsDamaged, records_up_to
-from ppomq.signals import WarmStop
 
 from .test_loop import _sample, _setup
 
@@ -96,7 +96,7 @@ def test_a_bit_flip_in_the_saved_weights_is_caught_by_the_files_checksum(tmp_pat
 def test_weights_that_differ_from_the_version_redis_holds_are_refused(tmp_path, redis_url):
     import msgpack
 
-    from ppomq.weightserver.keys import HEADER_FIELD
+    from ppomq.core.store.keys import HEADER_FIELD
 
     loop = _trained(tmp_path, redis_url)
     # Redis's version of the checkpoint's number says other weights (another learner's
@@ -186,7 +186,7 @@ def test_the_solve_point_is_recomputed_from_the_rows(tmp_path):
 
 
 def test_a_torn_last_line_is_dropped_on_resume_not_taken_for_damage(tmp_path):
-    from ppomq.rundir import RunRecorder
+    from ppomq.core.rundir import RunRecorder
 
     rec = RunRecorder(tmp_path, solve_threshold=None)
     rec.add_episodes([10.0], [10], env_steps=100, wall_s=1.0)

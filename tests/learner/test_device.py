@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 import torch
 
-from ppomq.errors import UsageError
+from ppomq.core.errors import UsageError
+from ppomq.core.models import Policy, build_model, numpy_state
 from ppomq.learner.device import HostToDevice, resolve_device, resolve_threads
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.models import Policy, build_model, numpy_state
 from ppomq.proto import RolloutBatch
 
 CARTPOLE = {"arch": "mlp", "obs_shape": [4], "action": {"kind": "categorical", "n": 2},
@@ -88,7 +88,7 @@ def test_torch_threads_zero_is_every_cpu_the_process_may_use():
 
 
 def test_device_setting_is_validated():
-    from ppomq.settings import LearnerSettings, load_settings
+    from ppomq.core.settings import LearnerSettings, load_settings
 
     assert load_settings(LearnerSettings, {"device": "cuda:1"}).device == "cuda:1"
     assert load_settings(LearnerSettings, {}).device == "auto"

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ppomq.actor.runner import EnvRunner
-from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.models import build_model, model_spec_for
 from ppomq.learner.episodes import Carry, EpisodeBook, episodes_in
-from ppomq.models import build_model, model_spec_for
 from ppomq.proto import DecodeError, EpisodeStats
 from tests.proto.factory import make_batch, whole_episodes
 

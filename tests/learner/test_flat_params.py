@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ppomq.core.models import build_model
 from ppomq.learner.flat_params import FlatAdam, FlatParameters
-from ppomq.models import build_model
 
 SPEC = {"arch": "mlp", "obs_shape": [3], "action": {"kind": "categorical", "n": 2},
         "hidden": [16, 16], "activation": "tanh", "obs_norm": None}  # fmt: skip

@@ -11,10 +11,10 @@ import time
 from prometheus_client import CollectorRegistry
 
 from ppomq.commands.status import read_status
+from ppomq.core.metrics import LearnerMetrics
+from ppomq.core.signals import WarmStop
+from ppomq.core.store.keys import RunKeys
 from ppomq.learner.ledger import RolloutLedger
-from ppomq.metrics import LearnerMetrics
-from ppomq.signals import WarmStop
-from ppomq.weightserver.keys import RunKeys
 
 from .test_loop import _sample, _setup
 

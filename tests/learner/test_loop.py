@@ -14,21 +14,21 @@ import redis
 import torch
 
 from ppomq.actor.runner import EnvRunner
-from ppomq.embedded_redis import free_port
-from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.models import build_model, model_spec_for
+from ppomq.core.rundir import RunRecorder
+from ppomq.core.settings import LearnerSettings, load_settings
+from ppomq.core.signals import WarmStop
+from ppomq.core.store.connect import connect_redis
+from ppomq.core.store.embedded import free_port
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
 from ppomq.learner.checkpoint import load_checkpoint
 from ppomq.learner.loop import LearnerLoop
 from ppomq.learner.receiver import BatchReceiver
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.models import build_model, model_spec_for
 from ppomq.proto import EpisodeStats, encode
-from ppomq.redis_util import connect_redis
-from ppomq.rundir import RunRecorder
-from ppomq.settings import LearnerSettings, load_settings
-from ppomq.signals import WarmStop
-from ppomq.transport import RolloutReceiver, RolloutSender
-from ppomq.weightserver.keys import RunKeys
-from ppomq.weightserver.store import WeightStore
 
 
 def _setup(tmp_path, redis_url, **overrides):

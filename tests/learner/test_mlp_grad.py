@@ -10,13 +10,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppomq.errors import UsageError
+from ppomq.core.errors import UsageError
+from ppomq.core.models import build_model
+from ppomq.core.models.mlp import MLPActorCritic
 from ppomq.learner import ppo_loss as objective
 from ppomq.learner.flat_params import FlatParameters
 from ppomq.learner.gradients import AutogradGradient, Minibatch, select_gradient
 from ppomq.learner.mlp_grad import MLPGradient
-from ppomq.models import build_model
-from ppomq.models.mlp import MLPActorCritic
 
 OBS_SHAPE = [5]
 

@@ -9,10 +9,10 @@ import queue
 import numpy as np
 import pytest
 
-from ppomq.embedded_redis import free_port
+from ppomq.core.store.embedded import free_port
+from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
 from ppomq.learner.receiver import BatchQueue, BatchReceiver, RejectBudget
 from ppomq.proto import encode
-from ppomq.transport import RolloutReceiver, RolloutSender
 from tests.proto.factory import make_batch, make_spec
 
 

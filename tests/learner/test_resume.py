@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from ppomq.core.models import numpy_state
+from ppomq.core.rundir import RunRecorder
+from ppomq.core.signals import WarmStop
 from ppomq.learner.checkpoint import load_checkpoint
 from ppomq.learner.service import resume
-from ppomq.models import numpy_state
-from ppomq.proto.weights import unpack_tensors
-from ppomq.rundir import RunRecorder
-from ppomq.signals import WarmStop
+from ppomq.proto.weights_blob import unpack_tensors
 
 from .test_loop import _sample, _setup
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ppomq.signals import WarmStop
+from ppomq.core.signals import WarmStop
 
 from .test_loop import _sample, _setup
 

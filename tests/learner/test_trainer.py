@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from ppomq.core.models import Policy, build_model
 from ppomq.learner.trainer import PPOConfig, PPOTrainer, flatten_batches
-from ppomq.models import Policy, build_model
 from ppomq.proto import RolloutBatch
 
 SPEC = {"arch": "mlp", "obs_shape": [3], "action": {"kind": "categorical", "n": 2},

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from ppomq.actor.runner import EnvRunner
-from ppomq.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
+from ppomq.core.envs.memory import MASKED_CARTPOLE
+from ppomq.core.models import build_model, model_spec_for
 from ppomq.learner.sequences import from_rows, sequence_arrays, to_rows
 from ppomq.learner.trainer import PPOConfig, PPOTrainer, flatten_arrays
-from ppomq.memory_envs import MASKED_CARTPOLE
-from ppomq.models import build_model, model_spec_for
 
 T = 24
 

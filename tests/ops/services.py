@@ -24,11 +24,11 @@ from typing import Any, Self
 
 import redis
 
-from ppomq.embedded_redis import free_port
-from ppomq.weightserver.keys import RunKeys
+from ppomq.core.store.embedded import free_port
+from ppomq.core.store.keys import RunKeys
 
 PPOMQ = [sys.executable, "-m", "ppomq.cli"]
-# The exit code of a service that SIGTERM stopped before its run's end (ppomq.signals):
+# The exit code of a service that SIGTERM stopped before its run's end (ppomq.core.signals):
 # 128 + 15, as a shell reports it; only a finished run exits 0.
 STOPPED_BY_SIGTERM = 128 + signal.SIGTERM
 # Small and quick on two shared cores: 128 samples per batch, 4 epochs per update.

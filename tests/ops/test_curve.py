@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppomq.curve import CurveClient, client_from_settings, key_suffix
-from ppomq.embedded_redis import free_port
-from ppomq.envs import rollout_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.store.embedded import free_port
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.transport.curvezmq import CurveClient, client_from_settings, key_suffix
+from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import encode
-from ppomq.transport import RolloutSender
-from ppomq.weightserver.keys import RunKeys
 from tests.proto.factory import make_batch
 
 from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service

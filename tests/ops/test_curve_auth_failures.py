@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ppomq.embedded_redis import free_port
+from ppomq.core.store.embedded import free_port
 
 from .services import PPOMQ, ROLLOUT, Service
 

@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ppomq.curve import CurveClient, client_from_settings, key_suffix
-from ppomq.embedded_redis import free_port
-from ppomq.envs import rollout_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.store.embedded import free_port
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.transport.curvezmq import CurveClient, client_from_settings, key_suffix
+from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import DecodeError, Reason, SeqTracker, decode, encode
-from ppomq.transport import RolloutSender
-from ppomq.weightserver.keys import RunKeys
 from tests.proto.badmsgs import Generator, RngSource
 from tests.proto.factory import make_batch, whole_episodes
 
@@ -237,7 +237,8 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
             # The flooder's own id and the victim's stay out of the actors updates wait for.
             live_after_flood = stats()["live_actors"]
             # Open until all is counted: a PUSH socket closed with messages queued may drop
-            # them (src/ppomq/transport.py). Counts reach Redis every second, updates or not.
+            # them (src/ppomq/core/transport/rollouts.py). Counts reach Redis every second, updates
+            # or not.
             wait(lambda: (rejects() - before).total() >= FLOOD, "every hostile message counted")
         accepted_after_flood = {k: rows()[k].get("accepted", 0) for k in honest}
         wait(lambda: version() >= v_flood_end + 5, "5 more versions after the flood")

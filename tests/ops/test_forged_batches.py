@@ -17,10 +17,10 @@ import msgpack
 import numpy as np
 import pytest
 
-from ppomq.embedded_redis import free_port
-from ppomq.envs import rollout_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.store.embedded import free_port
+from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import EpisodeStats, encode
-from ppomq.transport import RolloutSender
 from tests.proto.factory import make_batch, whole_episodes
 
 from .services import LEARNER_SMALL, PPOMQ, STOPPED_BY_SIGTERM, Service
@@ -76,7 +76,7 @@ def test_forged_stale_batches_neither_count_nor_lock_out_the_honest_actor(
     learner = _learner(tmp_path, redis_url, run_id, run_dir, addr, "--max-staleness", "1",
                        "--learning-rate", "0.001")  # fmt: skip
     r = redis_lib.Redis.from_url(redis_url)
-    from ppomq.weightserver.keys import RunKeys
+    from ppomq.core.store.keys import RunKeys
 
     keys = RunKeys(run_id)
     spec = rollout_spec_for("CartPole-v1", run_id=run_id, num_steps=T, max_bytes=1 << 24,
@@ -164,7 +164,7 @@ def test_a_batch_claiming_returns_its_rewards_do_not_make_is_refused_not_solved(
     on; claims that disagree are refused (`episodes_mismatch`) and counted."""
     import redis as redis_lib
 
-    from ppomq.weightserver.keys import RunKeys
+    from ppomq.core.store.keys import RunKeys
 
     run_id, addr = "claims", f"tcp://127.0.0.1:{free_port()}"
     run_dir = tmp_path / "run"

@@ -14,9 +14,9 @@ import urllib.request
 import pytest
 from prometheus_client import CollectorRegistry
 
-from ppomq.embedded_redis import free_port
+from ppomq.core.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
+from ppomq.core.store.embedded import free_port
 from ppomq.healthcheck import detect_service
-from ppomq.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
 
 
 def _probe(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,7 @@ def test_learner_liveness_fails_when_its_status_in_redis_stops_advancing(redis_u
 
 
 def test_actor_is_probed_on_its_main_loops_heartbeat_not_on_metrics():
-    """The actor's /healthz (ppomq.metrics): healthy while its main loop's heartbeat is
+    """The actor's /healthz (ppomq.core.metrics): healthy while its main loop's heartbeat is
     fresh, unhealthy once it is older than the limit, though /metrics still answers."""
     now = [1000.0]
     heartbeat = Heartbeat(clock=lambda: now[0])

@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppomq.embedded_redis import free_port
-from ppomq.envs import rollout_spec_for
+from ppomq.core.envs import rollout_spec_for
+from ppomq.core.store.embedded import free_port
+from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import encode
-from ppomq.transport import RolloutSender
 from tests.proto.factory import make_batch, whole_episodes
 
 from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service, System
@@ -175,7 +175,7 @@ def test_a_stalled_learner_shows_its_rejects_in_status_and_metrics(redis_url, tm
 def test_10000_forged_actor_ids_stay_within_the_cap(redis_url, tmp_path: Path):
     import redis as redis_lib
 
-    from ppomq.weightserver.keys import RunKeys
+    from ppomq.core.store.keys import RunKeys
 
     run_id, addr, cap, flood = "flood", f"tcp://127.0.0.1:{free_port()}", 100, 10_000
     learner = _learner(tmp_path, redis_url, run_id, addr, "--max-actors", str(cap))
@@ -222,7 +222,7 @@ def test_claims_and_junk_cannot_poison_the_ledger(redis_url: str, tmp_path: Path
     not trained on over valid batches received, and every refusal is in the totals."""
     import msgpack
 
-    from ppomq.weightserver.keys import RunKeys
+    from ppomq.core.store.keys import RunKeys
 
     run_id, addr, junk = "poison", f"tcp://127.0.0.1:{free_port()}", 300
     learner = _learner(tmp_path, redis_url, run_id, addr, "--actor-timeout-s", "1")

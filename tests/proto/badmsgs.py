@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ppomq.proto import Reason, RolloutSpec
-from ppomq.proto.rollout import ALLOWED_DTYPES, MAX_HEADER_BYTES, ROLLOUT_MINOR
+from ppomq.proto.rollout_types import ALLOWED_DTYPES, MAX_HEADER_BYTES, ROLLOUT_MINOR
 
 from .factory import make_batch, wire
 

@@ -12,8 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ppomq.proto import ActionSpace, DecodeError, Reason, SeqTracker, decode, encode
-from ppomq.proto.rollout import EpisodeStats
+from ppomq.proto import ActionSpace, DecodeError, EpisodeStats, Reason, SeqTracker, decode, encode
 
 from .badmsgs import MUTATIONS, Generator, HypothesisSource, RngSource
 from .factory import make_batch, make_spec, wire

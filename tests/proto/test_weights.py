@@ -19,7 +19,7 @@ from ppomq.proto import (
     pack_weights,
     unpack_tensors,
 )
-from ppomq.proto.weights import ALIGNMENT, MAX_HEADER_BYTES, parse_weights_header
+from ppomq.proto.weights_blob import ALIGNMENT, MAX_HEADER_BYTES, parse_weights_header
 
 
 def _tensors() -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ppomq.proto.weights import WeightsHeader, pack_weights
+from ppomq.proto.weights_blob import WeightsHeader, pack_weights
 
 MLP_SHAPES = {
     "pi.0.weight": (64, 4),
@@ -45,11 +45,11 @@ def make_weights(
 
 
 class WeightserverProcess:
-    """`python -m ppomq.weightserver` as a real subprocess, with its log lines collected."""
+    """`ppomq weightserver` as a real subprocess, with its log lines collected."""
 
     def __init__(self, redis_url: str, run_id: str, *extra: str, bind: str = "") -> None:
         args = [
-            sys.executable, "-m", "ppomq.weightserver",
+            sys.executable, "-m", "ppomq.cli", "weightserver",
             "--bind", bind or "tcp://127.0.0.1:*",
             "--redis-url", redis_url,
             "--run-id", run_id,

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from ppomq.errors import RedisUnavailableError
-from ppomq.redis_util import connect_redis
-from ppomq.weightserver.client import WeightsClient
-from ppomq.weightserver.keys import RunKeys
-from ppomq.weightserver.store import WeightStore
+from ppomq.core.errors import RedisUnavailableError
+from ppomq.core.store.connect import connect_redis
+from ppomq.core.store.keys import RunKeys
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.core.transport.weights_client import WeightsClient
 
 from ..commands.test_weights_cli import ppomq
 from ..conftest import REPO, RedisServer

@@ -16,9 +16,9 @@ import redis
 import zmq
 
 from ppomq.commands.keys import generate
-from ppomq.curve import CurveClient, client_from_settings
-from ppomq.weightserver.client import WeightsClient, WeightsTimeoutError
-from ppomq.weightserver.store import WeightStore
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.core.transport.curvezmq import CurveClient, client_from_settings
+from ppomq.core.transport.weights_client import WeightsClient, WeightsTimeoutError
 
 from .helpers import WeightserverProcess, make_weights
 

@@ -14,10 +14,10 @@ import pytest
 import redis
 import zmq
 
-from ppomq.proto.weights import unpack_tensors
-from ppomq.weightserver.client import WeightsClient, WeightsTimeoutError
-from ppomq.weightserver.keys import BLOB_FIELD, HEADER_FIELD, RunKeys
-from ppomq.weightserver.store import WeightStore
+from ppomq.core.store.keys import BLOB_FIELD, HEADER_FIELD, RunKeys
+from ppomq.core.store.weight_store import WeightStore
+from ppomq.core.transport.weights_client import WeightsClient, WeightsTimeoutError
+from ppomq.proto.weights_blob import unpack_tensors
 
 from ..conftest import free_port
 from .helpers import WeightserverProcess, make_weights, mlp_tensors, wait_until
@@ -213,7 +213,7 @@ def test_two_replicas_serve_the_same_run(server: WeightserverProcess, redis_url:
 
 def test_bind_failure_is_one_line_not_a_traceback(server: WeightserverProcess) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "ppomq.weightserver", "--bind", server.endpoint],
+        [sys.executable, "-m", "ppomq.cli", "weightserver", "--bind", server.endpoint],
         capture_output=True,
         text=True,
         timeout=30,

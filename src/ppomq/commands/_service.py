@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ppomq.log import setup_logging
-from ppomq.settings import add_settings_arguments, load_settings
+from ppomq.core.log import setup_logging
+from ppomq.core.settings import add_settings_arguments, load_settings
 
 
 def add_service_command(

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ppomq.core.errors import UsageError
 
 
 def _default_out(a: Path, b: Path) -> Path:
@@ -21,7 +21,7 @@ def _default_out(a: Path, b: Path) -> Path:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ppomq.compare import compare_runs, load_run  # matplotlib stays out of `--help`
+    from ppomq.reports.compare import compare_runs, load_run  # matplotlib stays out of `--help`
 
     labels: list[str | None] = [None, None]
     if args.labels:

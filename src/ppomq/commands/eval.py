@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ppomq.errors import NotFoundError, UsageError
+from ppomq.core.errors import NotFoundError, UsageError
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ppomq.evaluate import evaluate_policy, load_weights_file
+    from ppomq.core.evaluate import evaluate_policy, load_weights_file
 
     if (args.run_dir is None) == (args.weights is None):
         raise UsageError("give exactly one of --run-dir DIR or --weights FILE")

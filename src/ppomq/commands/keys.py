@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ppomq.core.errors import UsageError
 
 
 def register(sub: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._service import add_service_command
+from ppomq.commands._service import add_service_command
 
 
 def _run(settings: Any) -> int:
@@ -14,7 +14,7 @@ def _run(settings: Any) -> int:
 
 
 def _cls() -> type:
-    from ppomq.settings import LearnerSettings
+    from ppomq.core.settings import LearnerSettings
 
     return LearnerSettings
 

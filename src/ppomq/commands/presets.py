@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ppomq.settings import preset_names, preset_summary, preset_text
+    from ppomq.core.settings import preset_names, preset_summary, preset_text
 
     if args.name:
         print(preset_text(args.name), end="")

@@ -10,7 +10,7 @@ most `--top` rows (actors trained on first, most recent first) under one line of
 all of them buried the actors that train under a thousand lines.
 
 With --run-dir it reads the run's own Redis while the run runs, and after it a private copy
-of what the run persisted in its run dir (ppomq.run_redis): a finished run's last status.
+of what the run persisted in its run dir (ppomq.core.store.run_redis): a finished run's last status.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ppomq.errors import NotFoundError, UsageError
-from ppomq.tables import print_table
+from ppomq.core.errors import NotFoundError, UsageError
+from ppomq.reports.tables import print_table
 
 DEFAULT_FORGET_AFTER_S = 60.0
 # Rows of the actor table by default: the most recently heard. The learner tracks up to
@@ -83,7 +83,7 @@ def read_status(
     than `forget_after_s`, same fields; `unreadable_actors`: ids whose field did not parse.
     `as_of_last_update`: actors' ages count back from the learner's last status rather
     than from now (a run that is over: the actors training at its end, not none)."""
-    from ppomq.weightserver.keys import RunKeys
+    from ppomq.core.store.keys import RunKeys
 
     keys = RunKeys(run_id)
     raw = redis.get(keys.stats)
@@ -126,8 +126,8 @@ def read_status(
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ppomq.redis_util import connect_redis, redis_errors
-    from ppomq.run_redis import LIVE, PERSISTED, open_run_redis
+    from ppomq.core.store.connect import connect_redis, redis_errors
+    from ppomq.core.store.run_redis import LIVE, PERSISTED, open_run_redis
 
     if args.forget_after_s < 0:
         raise UsageError("--forget-after-s must be >= 0 (0 lists every actor ever seen)")

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._service import add_service_command
+from ppomq.commands._service import add_service_command
 
 
 def _run(settings: Any) -> int:
-    from ppomq.launcher import run_train
+    from ppomq.launch.train import run_train
 
     return run_train(settings)
 
 
 def _cls() -> type:
-    from ppomq.settings import TrainSettings
+    from ppomq.core.settings import TrainSettings
 
     return TrainSettings
 

@@ -20,16 +20,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotFoundError, UsageError, UserError
-from ..settings import CommonSettings, RedisSettings, load_settings
-from ..tables import print_table
+from ppomq.core.errors import NotFoundError, UsageError, UserError
+from ppomq.core.settings import CommonSettings, RedisSettings, load_settings
+from ppomq.reports.tables import print_table
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ppomq.proto.weights import WeightsHeader
-    from ppomq.run_redis import RunRedis
-    from ppomq.weightserver.store import WeightStore
+    from ppomq.core.store.run_redis import RunRedis
+    from ppomq.core.store.weight_store import WeightStore
+    from ppomq.proto.weights_blob import WeightsHeader
 
 LATEST = "latest"
 ALL = "all"
@@ -131,13 +131,13 @@ class _Session:
     What it opens (a client, with --run-dir maybe a private server) `stack` closes."""
 
     def __init__(self, args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
-        from ppomq.redis_util import connect_redis, redis_errors
-        from ppomq.weightserver.store import WeightStore
+        from ppomq.core.store.connect import connect_redis, redis_errors
+        from ppomq.core.store.weight_store import WeightStore
 
         flags = vars(args)
         self.run: RunRedis | None = None
         if "run_dir" in flags:
-            from ppomq.run_redis import open_run_redis
+            from ppomq.core.store.run_redis import open_run_redis
 
             self.run = stack.enter_context(
                 open_run_redis(
@@ -267,7 +267,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from ppomq.proto.weights import unpack_tensors
+    from ppomq.proto.weights_blob import unpack_tensors
 
     def body(s: _Session) -> int:
         version = s.resolve(args.version)
@@ -319,7 +319,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from ppomq.proto.weights import unpack_tensors
+    from ppomq.proto.weights_blob import unpack_tensors
 
     def body(s: _Session) -> int:
         v1, v2 = s.resolve(args.v1), s.resolve(args.v2)
@@ -380,8 +380,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     def body(s: _Session) -> int:
+        from ppomq.core.store.torch_io import export_torch
         from ppomq.proto.errors import DecodeError
-        from ppomq.weightserver.torch_io import export_torch
 
         version = s.resolve(args.version)
         try:

@@ -6,8 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from ..errors import UserError
-from ..settings import WeightserverSettings, add_settings_arguments, load_settings
+from ppomq.core.errors import UserError
+from ppomq.core.settings import WeightserverSettings, add_settings_arguments, load_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace, flags: dict[str, object]) -> int:
 
 
 def _ping(endpoint: str, timeout_ms: int) -> int:
-    from ppomq.weightserver.client import WeightsClient, WeightsTimeoutError
+    from ppomq.core.transport.weights_client import WeightsClient, WeightsTimeoutError
 
     with WeightsClient(endpoint, timeout_ms=timeout_ms) as client:
         try:

@@ -1,4 +1,5 @@
-"""One supervised child of `ppomq train`, forked from the preloading server (ppomq.zygote)."""
+"""One supervised child of `ppomq train`, forked from the preloading server
+(ppomq.launch.zygote)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from dataclasses import dataclass, field
 from multiprocessing.context import ForkServerProcess
 from pathlib import Path
 
-from .. import zygote
+from ppomq.launch import zygote
 
 
 @dataclass
 class Child:
     """One supervised process and how to start it again: `ppomq ARGV` with `env`, forked
-    from the preloading server (ppomq.zygote), logging to `log_path`."""
+    from the preloading server (ppomq.launch.zygote), logging to `log_path`."""
 
     name: str
     argv: list[str]

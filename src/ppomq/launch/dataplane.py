@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..commands.keys import generate
-from ..curve import is_loopback_bind
-from ..errors import UsageError
-from ..settings import TrainSettings
+from ppomq.commands.keys import generate
+from ppomq.core.errors import UsageError
+from ppomq.core.settings import TrainSettings
+from ppomq.core.transport.curvezmq import is_loopback_bind
 
 KEYS_DIR = "keys"
 

@@ -7,10 +7,10 @@ import signal
 import sys
 from pathlib import Path
 
-from ..errors import UserError
+from ppomq.core.errors import UserError
 
 
-def _exit_text(code: int) -> str:
+def exit_text(code: int) -> str:
     """'exited with 1', 'was killed by SIGKILL' (multiprocessing: minus the signal)."""
     if code < 0:
         try:
@@ -20,7 +20,7 @@ def _exit_text(code: int) -> str:
     return f"exited with {code}"
 
 
-def _last_error_line(log_path: Path) -> str | None:
+def last_error_line(log_path: Path) -> str | None:
     """The `ppomq: error: ...` line a service printed last, without the prefix."""
     try:
         with open(log_path, "rb") as fh:
@@ -32,15 +32,15 @@ def _last_error_line(log_path: Path) -> str | None:
     return lines[-1].removeprefix("ppomq: error: ") if lines else None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _error(text: str, code: int) -> UserError:
+def error_line(text: str, code: int) -> UserError:
     err = UserError(text)
     err.exit_code = code
     return err
 
 
-def _note(text: str) -> None:
+def note(text: str) -> None:
     print(f"\r\033[K{text}" if sys.stdout.isatty() else text, flush=True)

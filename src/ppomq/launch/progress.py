@@ -8,17 +8,17 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..redis_util import connect_redis
+from ppomq.core.store.connect import connect_redis
 
 if TYPE_CHECKING:
-    from .supervisor import Launcher
+    from ppomq.launch.supervisor import Launcher
 
 
 class Progress:
     """One live line: steps, SPS, return, version, rejects (read from Redis status)."""
 
     def __init__(self, launcher: Launcher) -> None:
-        from ..weightserver.keys import RunKeys
+        from ppomq.core.store.keys import RunKeys
 
         self.launcher = launcher
         self.redis = connect_redis(launcher.redis_url)
@@ -53,7 +53,7 @@ class Progress:
             print(line, flush=True)
 
 
-def _summary_text(s: dict[str, Any], run_dir: Path) -> str:
+def summary_text(s: dict[str, Any], run_dir: Path) -> str:
     solved = s.get("solved_at_env_steps")
     ev = s.get("final_eval_return")
     return "\n".join(

@@ -9,14 +9,14 @@ import signal
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import zygote
-from ..timeline import Timeline
-from .child import Child
-from .messages import _note
+from ppomq.core.timeline import Timeline
+from ppomq.launch import zygote
+from ppomq.launch.child import Child
+from ppomq.launch.messages import note
 
 if TYPE_CHECKING:
-    from ..embedded_redis import EmbeddedRedis
-    from .supervisor import Launcher
+    from ppomq.core.store.embedded import EmbeddedRedis
+    from ppomq.launch.supervisor import Launcher
 
 STOP_GRACE_S = 20.0
 # A second Ctrl-C/SIGTERM: the learner gets its second signal (a fast stop that still
@@ -24,11 +24,11 @@ STOP_GRACE_S = 20.0
 HURRY_GRACE_S = 15.0
 
 
-class _Terminated(Exception):
+class Terminated(Exception):
     """SIGTERM to `ppomq train`: stop like Ctrl-C does."""
 
 
-class _Shutdown:
+class Shutdown:
     """Launcher's stop path (a mixin: the state it reads is set up by Launcher.__init__)."""
 
     children: list[Child]
@@ -62,7 +62,7 @@ class _Shutdown:
             while child.proc is not None and child.proc.exitcode is None:
                 if self.hurry_deadline < float("inf") and not self.hurry_noted:
                     self.hurry_noted = True  # printed here, not in the signal handler
-                    _note("stopping faster (a third Ctrl-C kills what is left)...")
+                    note("stopping faster (a third Ctrl-C kills what is left)...")
                 left = min(end, self.hurry_deadline) - time.monotonic()
                 if left <= 0:
                     return
@@ -98,7 +98,7 @@ class _Shutdown:
             # weightserver's answer, and exit 0; the weightserver exits once everyone that
             # was active has heard. Signalling our actors instead would leave them untold,
             # and it would then wait out its whole grace for them on every finished run.
-            from ..weightserver.server import FINISH_GRACE_S
+            from ppomq.weightserver.server import FINISH_GRACE_S
 
             self._await_exits(self.children, FINISH_GRACE_S + 1.0)
         for child in self.children:
@@ -121,7 +121,7 @@ class _Shutdown:
         atexit.register(gc.freeze)
 
 
-class _StopSignals:
+class StopSignals:
     """Ctrl-C and SIGTERM for `ppomq train`: the first raises in the main thread (supervise
     ends, stop() runs: the warm stop); each later one, or any once stop() has begun, only
     hurries that stop (Launcher.hurry), so the cleanup itself is never cut short: children
@@ -141,7 +141,7 @@ class _StopSignals:
             return 0
         return 128 + self.signum
 
-    def install(self) -> _StopSignals:
+    def install(self) -> StopSignals:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._handle)
         return self
@@ -151,5 +151,5 @@ class _StopSignals:
         if self.signum is None:
             self.signum = signum
         if self.count == 1 and not self.launcher.stopping:
-            raise KeyboardInterrupt if signum == signal.SIGINT else _Terminated
+            raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
         self.launcher.hurry(now=self.count >= 3)

@@ -11,26 +11,26 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 
-from .. import zygote
-from ..embedded_redis import EmbeddedRedis, free_port
-from ..envs import spaces_of
-from ..errors import RedisUnavailableError, StorageFullError, UsageError, UserError
-from ..redis_util import connect_redis, make_redis, redact_url
-from ..rundir import FINISHED_FILE, REDIS_DIR, write_json_atomic
-from ..settings import (
+from ppomq.core.envs import spaces_of
+from ppomq.core.errors import RedisUnavailableError, StorageFullError, UsageError, UserError
+from ppomq.core.rundir import FINISHED_FILE, REDIS_DIR, write_json_atomic
+from ppomq.core.settings import (
     ActorSettings,
     LearnerSettings,
     TrainSettings,
     WeightserverSettings,
     settings_snapshot,
 )
-from ..storage import storage_text
-from ..timeline import Timeline
-from .child import Child
-from .dataplane import run_keys
-from .messages import _error, _exit_text, _first_line, _last_error_line, _note
-from .shutdown import _Shutdown
-from .wiring import _child_env, _port_of, _subset, connect_addr, default_run_dir
+from ppomq.core.storage import storage_text
+from ppomq.core.store.connect import connect_redis, make_redis, redact_url
+from ppomq.core.store.embedded import EmbeddedRedis, free_port
+from ppomq.core.timeline import Timeline
+from ppomq.launch import zygote
+from ppomq.launch.child import Child
+from ppomq.launch.dataplane import run_keys
+from ppomq.launch.messages import error_line, exit_text, first_line, last_error_line, note
+from ppomq.launch.shutdown import Shutdown
+from ppomq.launch.wiring import child_env, connect_addr, default_run_dir, port_of, subset
 
 # Restarting crashed children: after 0.5 s, doubling to 30 s (redis-py's arithmetic), back
 # to 0.5 s once a child has run HEALTHY_S; CRASH_LIMIT crashes within CRASH_WINDOW_S means
@@ -48,7 +48,7 @@ DEADLINE_GRACE_S = 20.0
 SUPERVISE_TICK_S = 0.25
 
 
-class Launcher(_Shutdown):
+class Launcher(Shutdown):
     """Owns every child process of a local run."""
 
     def __init__(self, settings: TrainSettings) -> None:
@@ -86,7 +86,7 @@ class Launcher(_Shutdown):
 
     def start(self) -> None:
         s = self.s
-        # Phase by phase into logs/launcher.log (ppomq.timeline): where start-up and
+        # Phase by phase into logs/launcher.log (ppomq.core.timeline): where start-up and
         # shutdown spend their time, for `ppomq train` runs that must start like a tool.
         self.timeline = Timeline(self.run_dir / "logs" / "launcher.log")
         self.timeline.mark("launcher start")
@@ -113,7 +113,7 @@ class Launcher(_Shutdown):
         # One /metrics port per process when asked: learner PORT, weightserver PORT+1,
         # actor i PORT+2+i.
         port0 = s.metrics_port
-        ws = _subset(
+        ws = subset(
             s,
             WeightserverSettings,
             redis_url=redis_url,
@@ -121,7 +121,7 @@ class Launcher(_Shutdown):
             metrics_port=port0 + 1 if port0 else 0,
             **server_curve,
         )
-        learner = _subset(s, LearnerSettings, rollout_bind=rollout_bind, **common, **server_curve)
+        learner = subset(s, LearnerSettings, rollout_bind=rollout_bind, **common, **server_curve)
         # Secrets redacted (the Redis password too): the run dir is shared, e.g. with TensorBoard.
         write_json_atomic(
             self.run_dir / "settings.json",
@@ -130,20 +130,20 @@ class Launcher(_Shutdown):
                 redis_url=redis_url,
                 rollout_bind=rollout_bind,
                 weightserver_bind=weights_bind,
-                rollout_port=_port_of(rollout_bind),
-                weights_port=_port_of(weights_bind),
+                rollout_port=port_of(rollout_bind),
+                weights_port=port_of(weights_bind),
                 redis_data_dir=REDIS_DIR if self.redis is not None else None,
                 **server_curve,
             ),
         )
         logs = self.run_dir / "logs"
         self.children.append(
-            Child("weightserver", ["weightserver"], _child_env(ws), logs / "weightserver.log")
+            Child("weightserver", ["weightserver"], child_env(ws), logs / "weightserver.log")
         )
-        self.learner = Child("learner", ["learner"], _child_env(learner), logs / "learner.log")
+        self.learner = Child("learner", ["learner"], child_env(learner), logs / "learner.log")
         self.children.append(self.learner)
         for i in range(s.actors):
-            actor = _subset(
+            actor = subset(
                 s,
                 ActorSettings,
                 actor_index=i,
@@ -153,7 +153,7 @@ class Launcher(_Shutdown):
                 **(keys.actor_settings(i) if keys else {}),
             )
             self.children.append(
-                Child(f"actor-{i}", ["actor"], _child_env(actor), logs / f"actor-{i}.log")
+                Child(f"actor-{i}", ["actor"], child_env(actor), logs / f"actor-{i}.log")
             )
         self.redis_url = redis_url
         for i, child in enumerate(self.children):
@@ -209,7 +209,7 @@ class Launcher(_Shutdown):
             return None
         if child.retired:
             return None
-        what = _exit_text(code)
+        what = exit_text(code)
         if child is self.learner and code == 0:
             return 0  # finished: total steps, duration or target return reached
         if code == 0:
@@ -220,40 +220,40 @@ class Launcher(_Shutdown):
         if code == 2:
             # A usage error (a port taken, another run's checkpoint) would only repeat at
             # every restart: stop now, with the child's own one-line reason.
-            reason = _last_error_line(child.log_path) or f"{child.name} {what}"
-            self.failure = _error(f"{child.name}: {reason} (see {child.log_path})", 2)
-            _note(f"{child.name} {what} (a usage error); stopping the run...")
+            reason = last_error_line(child.log_path) or f"{child.name} {what}"
+            self.failure = error_line(f"{child.name}: {reason} (see {child.log_path})", 2)
+            note(f"{child.name} {what} (a usage error); stopping the run...")
             return 2
         if code == StorageFullError.exit_code:
             # A full or read-only disk: a restart would fail the same way. The child's own
             # line names the file, if its log (on that disk) could take it.
-            reason = _last_error_line(child.log_path) or storage_text(self.run_dir)
+            reason = last_error_line(child.log_path) or storage_text(self.run_dir)
             summary = self.run_dir / "summary.json"
             if not summary.exists() or summary.stat().st_mtime < self.start_time_unix:
                 reason += "; summary.json could not be written"
             self.failure = StorageFullError(f"{child.name}: {reason}")
-            _note(f"{child.name} {what} (the disk is full or read-only); stopping the run...")
+            note(f"{child.name} {what} (the disk is full or read-only); stopping the run...")
             return code
         if child.name.startswith("actor") and not self.s.restart_actors:
             child.retired = True
-            _note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
+            note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
             return None
         child.crashes.append(now)
         while now - child.crashes[0] > CRASH_WINDOW_S:
             child.crashes.popleft()
         if len(child.crashes) >= CRASH_LIMIT:
             span = now - child.crashes[0]
-            self.failure = _error(
+            self.failure = error_line(
                 f"{child.name} crashed {len(child.crashes)} times in {span:.0f} s (last: "
                 f"{what}); gave up restarting it and stopped the run; see {child.log_path}",
                 1,
             )
-            _note(f"{child.name} keeps crashing; stopping the run...")
+            note(f"{child.name} keeps crashing; stopping the run...")
             return 1
         delay = CRASH_BACKOFF.compute(child.failures)
         child.failures += 1
         child.restart_at = now + delay
-        _note(
+        note(
             f"{child.name} {what}; restarting in {delay:.1f} s "
             f"(restart {child.restarts + 1}; log {child.log_path})"
         )
@@ -266,16 +266,16 @@ class Launcher(_Shutdown):
             code = self.redis.proc.poll()
             if code is not None:
                 self.failure = RedisUnavailableError(
-                    f"the embedded redis-server {_exit_text(code)}; the run cannot go on "
+                    f"the embedded redis-server {exit_text(code)}; the run cannot go on "
                     f"without it and was stopped; the learner's checkpoint is kept: run "
                     f"again with --run-dir {self.run_dir} to resume"
                 )
-                _note(f"the embedded redis-server {_exit_text(code)}; stopping the run...")
+                note(f"the embedded redis-server {exit_text(code)}; stopping the run...")
                 return 4
         if now - self._health_at < 1.0:
             return None
         self._health_at = now
-        from ..weightserver.keys import RunKeys
+        from ppomq.core.store.keys import RunKeys
 
         try:
             if self._health_client is None:
@@ -287,11 +287,11 @@ class Launcher(_Shutdown):
             elif now - self._redis_down_since >= REDIS_DOWN_S:
                 self.failure = RedisUnavailableError(
                     f"Redis at {redact_url(self.redis_url)} has not answered for "
-                    f"{now - self._redis_down_since:.0f} s ({_first_line(exc)}), so the run "
+                    f"{now - self._redis_down_since:.0f} s ({first_line(exc)}), so the run "
                     f"was stopped; once Redis is back, run again with --run-dir "
                     f"{self.run_dir} to resume from the learner's checkpoint"
                 )
-                _note("Redis is unreachable; stopping the run...")
+                note("Redis is unreachable; stopping the run...")
                 return 4
             return None
         self._redis_down_since = None
@@ -310,11 +310,9 @@ class Launcher(_Shutdown):
         if s.duration_s:
             due = self.start_time + s.duration_s + self._learner_down_s + DEADLINE_GRACE_S
             if now >= due:
-                _note(
-                    f"--duration-s {s.duration_s:g} passed and the learner did not stop; stopping"
-                )
+                note(f"--duration-s {s.duration_s:g} passed and the learner did not stop; stopping")
                 return True
         if self._steps_reached_at is not None and now - self._steps_reached_at >= DEADLINE_GRACE_S:
-            _note(f"--total-steps {s.total_steps} reached and the learner did not stop; stopping")
+            note(f"--total-steps {s.total_steps} reached and the learner did not stop; stopping")
             return True
         return False

@@ -7,14 +7,14 @@ import signal
 import sys
 from pathlib import Path
 
-from ..errors import UserError
-from ..rundir import FINISHED_FILE
-from ..settings import TrainSettings
-from .dataplane import describe_data_plane
-from .messages import _note
-from .progress import Progress, _summary_text
-from .shutdown import _StopSignals, _Terminated
-from .supervisor import Launcher
+from ppomq.core.errors import UserError
+from ppomq.core.rundir import FINISHED_FILE
+from ppomq.core.settings import TrainSettings
+from ppomq.launch.dataplane import describe_data_plane
+from ppomq.launch.messages import note
+from ppomq.launch.progress import Progress, summary_text
+from ppomq.launch.shutdown import StopSignals, Terminated
+from ppomq.launch.supervisor import Launcher
 
 
 def _end_already_reached(settings: TrainSettings, run_dir: Path) -> dict | None:
@@ -48,16 +48,16 @@ def run_train(settings: TrainSettings) -> int:
             "to go on with it",
             flush=True,
         )
-        print(_summary_text(done, launcher.run_dir), flush=True)
+        print(summary_text(done, launcher.run_dir), flush=True)
         return 0
     interrupted = False
     code = 1
-    signals = _StopSignals(launcher).install()
+    signals = StopSignals(launcher).install()
     try:
         launcher.start()
         progress = Progress(launcher) if settings.progress else None
         code = launcher.supervise(progress)
-    except (KeyboardInterrupt, _Terminated):
+    except (KeyboardInterrupt, Terminated):
         interrupted = True
         print("\nstopping (Ctrl-C again to stop faster)...", flush=True)
     finally:
@@ -72,16 +72,16 @@ def run_train(settings: TrainSettings) -> int:
     summary_path = launcher.run_dir / "summary.json"
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
-        print(_summary_text(summary, launcher.run_dir), flush=True)
+        print(summary_text(summary, launcher.run_dir), flush=True)
     if launcher.failure is not None:
         raise launcher.failure
     if interrupted:
-        # The learner exits 0 only once its run is finished (ppomq.signals), also when
+        # The learner exits 0 only once its run is finished (ppomq.core.signals), also when
         # the stop signal came during its last update: then the run is done all the same.
         learner = launcher.learner
         finished = learner is not None and learner.poll() == 0
         if not summary_path.exists():
-            _note(f"stopped before the learner wrote a summary; see {launcher.run_dir / 'logs'}")
+            note(f"stopped before the learner wrote a summary; see {launcher.run_dir / 'logs'}")
         return signals.exit_code(finished=finished)
     if summary_path.exists():
         return code

@@ -7,16 +7,16 @@ import os
 import time
 from typing import Any
 
-from ..settings import TrainSettings, settings_env
+from ppomq.core.settings import TrainSettings, settings_env
 
 
-def _subset(settings: TrainSettings, cls: type, **overrides: Any) -> Any:
+def subset(settings: TrainSettings, cls: type, **overrides: Any) -> Any:
     values = {k: v for k, v in settings.model_dump().items() if k in cls.model_fields}
     values.update(overrides)
     return cls.model_validate(values)
 
 
-def _child_env(service_settings: Any) -> dict[str, str]:
+def child_env(service_settings: Any) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
     env.update(settings_env(service_settings))
     env["PYTHONUNBUFFERED"] = "1"
@@ -36,7 +36,7 @@ def connect_addr(bind: str) -> str:
     return bind
 
 
-def _port_of(bind: str) -> int | None:
+def port_of(bind: str) -> int | None:
     """The TCP port of an endpoint (settings.json's rollout_port/weights_port), else None."""
     port = bind.rpartition(":")[2]
     return int(port) if bind.startswith("tcp://") and port.isdigit() else None

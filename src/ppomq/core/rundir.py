@@ -1,0 +1,437 @@
+"""What a run leaves on disk: episodes, per-update progress, TensorBoard events, summary.
+
+run_dir/settings.json        every setting used
+run_dir/episodes.csv         env_steps,wall_s,return,length (one row per finished episode)
+run_dir/progress.csv         one row per PPO update (version, SPS, losses, phase times)
+run_dir/tb/                  TensorBoard event files
+run_dir/checkpoints/ckpt.pt  learner resume state
+run_dir/final_weights.pt     torch.load-able state dict + metadata
+run_dir/learning_curve.png   return against env steps
+run_dir/summary.json         the figures a benchmark or a user wants first
+run_dir/logs/                each service's log; with `ppomq train`, launcher.log: the
+                             run's phases with timestamps (ppomq.core.timeline), and redis.log
+run_dir/redis/               `ppomq train`'s embedded Redis, persisted (append-only file):
+                             the run's weight versions and status, which `ppomq weights` and
+                             `ppomq status --run-dir` read after the run
+                             (ppomq.core.store.run_redis)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import os
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("ppomq")
+
+SOLVE_WINDOW = 20  # "mean of the last 20 episodes", the CartPole-v1 convention
+# Written by the learner when its run ends normally (the same JSON as Redis `finished`).
+FINISHED_FILE = "finished.json"
+# Where the embedded Redis of `ppomq train` keeps its data, under the run dir; settings.json
+# records it as `redis_data_dir` (null for a run on an external Redis, absent in run dirs
+# from before it was kept: their versions went with their Redis).
+REDIS_DIR = "redis"
+
+
+def write_bytes_atomic(
+    path: Path,
+    data: bytes,
+    *,
+    keep_previous: Path | None = None,
+    verify: Callable[[Path], object] | None = None,
+) -> Path:
+    """Write `data` to a temp file beside `path`, flush it to the disk, then rename it over
+    `path`: a reader never sees half a file, and a crash (or a full disk) at any point leaves
+    the old file whole. `verify(temp_path)` may refuse what reached the disk (by raising)
+    before it replaces anything. With `keep_previous`, the file being replaced is kept under
+    that name (a hard link, swapped in atomically), so `path` itself never goes missing."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if verify is not None:
+            verify(tmp)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a partial temp file holds the space a full disk lacks
+        raise
+    if keep_previous is not None and path.exists():
+        link = keep_previous.with_name(keep_previous.name + ".tmp")
+        link.unlink(missing_ok=True)
+        os.link(path, link)
+        os.replace(link, keep_previous)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)  # the rename itself survives a power cut
+    return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json_atomic(path: Path, doc: Any, *, sort_keys: bool = False) -> Path:
+    """`doc` as JSON through write_bytes_atomic: a reader (`ppomq status`, a benchmark,
+    TensorBoard's host) never sees half a file."""
+    text = json.dumps(doc, indent=2, sort_keys=sort_keys) + "\n"
+    return write_bytes_atomic(path, text.encode())
+
+
+class RunRecorder:
+    """Appends episodes and updates to the run dir and tracks when the run solved its env."""
+
+    def __init__(self, run_dir: str | Path, *, solve_threshold: float | None) -> None:
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.solve_threshold = solve_threshold
+        self.window: deque[float] = deque(maxlen=SOLVE_WINDOW)
+        self.episodes = 0
+        self.solved_at_env_steps: int | None = None
+        self.solved_at_wall_s: float | None = None
+        self._episodes_fh = open(self.dir / "episodes.csv", "a", newline="")  # noqa: SIM115
+        self._episodes_csv = csv.writer(self._episodes_fh)
+        if self._episodes_fh.tell() == 0:
+            self._episodes_csv.writerow(["env_steps", "wall_s", "return", "length"])
+        self._progress_fh = open(self.dir / "progress.csv", "a", newline="")  # noqa: SIM115
+        self._progress_csv: csv.DictWriter | None = None
+        self._tb: Any = None
+        try:
+            from tensorboardX import SummaryWriter
+
+            self._tb = SummaryWriter(str(self.dir / "tb"), flush_secs=10)
+        except ImportError:  # TensorBoard events are a nicety; the CSVs carry the data
+            self._tb = None
+
+    @property
+    def mean_return(self) -> float | None:
+        return sum(self.window) / len(self.window) if self.window else None
+
+    def add_episodes(
+        self, returns: list[float], lengths: list[int], *, env_steps: int, wall_s: float
+    ) -> None:
+        for ret, length in zip(returns, lengths, strict=True):
+            self.episodes += 1
+            self.window.append(ret)
+            self._episodes_csv.writerow([env_steps, f"{wall_s:.3f}", ret, length])
+            self._scalar("charts/episodic_return", ret, env_steps)
+            self._scalar("charts/episodic_length", length, env_steps)
+            if (
+                self.solved_at_env_steps is None
+                and self.solve_threshold is not None
+                and len(self.window) == SOLVE_WINDOW
+                and self.mean_return is not None
+                and self.mean_return >= self.solve_threshold
+            ):
+                self.solved_at_env_steps = env_steps
+                self.solved_at_wall_s = wall_s
+
+    def add_update(self, row: dict[str, Any], *, env_steps: int) -> None:
+        if self._progress_csv is None:
+            self._progress_csv = csv.DictWriter(self._progress_fh, fieldnames=list(row))
+            if self._progress_fh.tell() == 0:
+                self._progress_csv.writeheader()
+        self._progress_csv.writerow({k: row.get(k) for k in self._progress_csv.fieldnames})
+        self._progress_fh.flush()
+        self._episodes_fh.flush()
+        for key, value in row.items():
+            if "/" in key and isinstance(value, int | float) and math.isfinite(value):
+                self._scalar(key, value, env_steps)
+
+    def _scalar(self, key: str, value: float, step: int) -> None:
+        """One TensorBoard scalar, if its writer still writes (checked before each: one
+        update's scalars outnumber the writer's queue)."""
+        if self._tb_writing():
+            self._tb.add_scalar(key, value, step)
+
+    def _tb_writing(self) -> bool:
+        """Whether TensorBoard events still go out. tensorboardX writes them from a thread
+        through a bounded queue; a full disk kills that thread, and the next writes would
+        then block the learner forever on the full queue. So once it is dead the events
+        stop (said once); the CSVs carry the data, and their own writes name the fault."""
+        if self._tb is None:
+            return False
+        writers = (getattr(self._tb, "all_writers", None) or {}).values()
+        if all(w.event_writer._worker.is_alive() for w in writers):
+            return True
+        log.error("TensorBoard events stopped: their writer failed (its error is above); "
+                  "episodes.csv and progress.csv go on")  # fmt: skip
+        self._tb = None  # not closed: closing puts on the same full queue
+        return False
+
+    def get_state(self) -> dict[str, Any]:
+        """What a learner checkpoint carries so that a resumed run's summary is right."""
+        return {
+            "window": list(self.window),
+            "episodes": self.episodes,
+            "solved_at_env_steps": self.solved_at_env_steps,
+            "solved_at_wall_s": self.solved_at_wall_s,
+        }
+
+    def set_state(self, state: dict[str, Any], *, env_steps: int) -> None:
+        """Resume from a checkpoint taken at `env_steps`: the rows written after it
+        describe work the restarted learner does not count, so they are cut off."""
+        self.window.clear()
+        self.window.extend(state.get("window", []))
+        self.episodes = int(state.get("episodes", 0))
+        self.solved_at_env_steps = state.get("solved_at_env_steps")
+        self.solved_at_wall_s = state.get("solved_at_wall_s")
+        for fh in (self._episodes_fh, self._progress_fh):
+            _truncate_rows_after(fh, env_steps)
+
+    def write_json(self, name: str, doc: dict[str, Any]) -> Path:
+        return write_json_atomic(self.dir / name, doc, sort_keys=True)
+
+    def close(self) -> None:
+        """Close every file and the TensorBoard writer, each whatever the others do (a
+        full disk fails a close's flush: the writer's thread must still stop, or the
+        process would never exit); then raise the first error, if any."""
+        errors: list[OSError] = []
+        closers = [self._episodes_fh.close, self._progress_fh.close]
+        if self._tb_writing():
+            closers.append(self._tb.close)
+        for close in closers:
+            try:
+                close()
+            except OSError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+
+class RecordsDamaged(ValueError):
+    """A run-dir CSV that does not parse; the message names the file and the line."""
+
+
+def _read_rows(path: Path) -> list[list[str]]:
+    """The CSV's rows, header first, each data row checked to have the header's width and
+    a number in its `env_steps` column (RecordsDamaged otherwise). A last line that a crash
+    or a full disk cut short (no newline, does not parse) is left out: it was never a row."""
+    try:
+        text = path.read_text()
+        rows = list(csv.reader(text.splitlines()))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise RecordsDamaged(f"{path} does not parse as CSV ({exc})") from None
+    if not rows:
+        return rows
+    if "env_steps" not in rows[0]:
+        raise RecordsDamaged(f"{path} line 1 is not its header (no env_steps column)")
+    col = rows[0].index("env_steps")
+    for line, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        try:
+            ok = len(row) == len(rows[0]) and math.isfinite(float(row[col]))
+        except ValueError:
+            ok = False
+        if not ok:
+            if line == len(rows) and not text.endswith("\n"):
+                return rows[:-1]  # torn: _truncate_rows_after rewrites the file without it
+            raise RecordsDamaged(f"{path} line {line} is damaged ({','.join(row)[:60]!r})")
+    return rows
+
+
+def _truncate_rows_after(fh: Any, env_steps: int) -> None:
+    """Keep the header and the rows whose `env_steps` column is at most `env_steps`, and
+    nothing else (a torn last line included)."""
+    fh.flush()
+    path = Path(fh.name)
+    rows = _read_rows(path)
+    if not rows:
+        return
+    col = rows[0].index("env_steps")
+    kept = [rows[0]] + [r for r in rows[1:] if r and int(float(r[col])) <= env_steps]
+    if len(kept) == len(rows) and path.read_text().endswith("\n"):
+        return
+    fh.seek(0)
+    fh.truncate()
+    csv.writer(fh).writerows(kept)
+    fh.flush()
+
+
+def records_up_to(
+    run_dir: str | Path, env_steps: int, *, solve_threshold: float | None
+) -> dict[str, Any]:
+    """What the run dir's records say of the run at `env_steps`: the recorder's state
+    (RunRecorder.get_state) and the counters the progress rows carry, for a learner that
+    lost its checkpoint. Rows after `env_steps` are not read (a resume cuts them off)."""
+    run_dir = Path(run_dir)
+    out: dict[str, Any] = {"rows": 0}
+    window: deque[float] = deque(maxlen=SOLVE_WINDOW)
+    episodes = 0
+    solved: tuple[int, float] | None = None
+    path = run_dir / "episodes.csv"
+    rows = _read_rows(path) if path.exists() else []
+    for row in rows[1:]:
+        record = dict(zip(rows[0], row, strict=True)) if row else None
+        if record is None or float(record["env_steps"]) > env_steps:
+            continue
+        episodes += 1
+        window.append(float(record["return"]))
+        if (
+            solved is None
+            and solve_threshold is not None
+            and len(window) == SOLVE_WINDOW
+            and sum(window) / SOLVE_WINDOW >= solve_threshold
+        ):
+            solved = (int(float(record["env_steps"])), float(record["wall_s"]))
+    out["recorder"] = {
+        "window": list(window),
+        "episodes": episodes,
+        "solved_at_env_steps": solved[0] if solved else None,
+        "solved_at_wall_s": solved[1] if solved else None,
+    }
+    path = run_dir / "progress.csv"
+    rows = _read_rows(path) if path.exists() else []
+    updates = [
+        {k: float(v) if v not in ("", None) else math.nan for k, v in zip(rows[0], r, strict=True)}
+        for r in rows[1:]
+        if r and float(r[rows[0].index("env_steps")]) <= env_steps
+    ]
+    out["rows"] = len(updates) + episodes
+
+    def total(key: str) -> float:
+        return float(sum(u.get(key, 0.0) for u in updates if math.isfinite(u.get(key, math.nan))))
+
+    last = updates[-1] if updates else {}
+    out["counters"] = {
+        "trained_samples": int(total("charts/samples")),
+        "wall_s": float(last.get("wall_s", 0.0)),
+        "accepted": int(last.get("charts/batches_accepted", 0) or 0),
+        "discarded_env_steps": int(last.get("charts/discarded_env_steps", 0) or 0),
+        "phase_totals": {
+            name: total(f"time/learner_{name}") for name in ("wait", "targets", "sgd", "publish")
+        },
+    }
+    return out
+
+
+def has_records(run_dir: str | Path) -> bool:
+    """Whether the run dir holds episode or update rows (an earlier learner wrote them)."""
+    for name in ("episodes.csv", "progress.csv"):
+        path = Path(run_dir) / name
+        if path.exists():
+            with open(path, newline="") as fh:
+                if sum(1 for line in fh if line.strip()) > 1:
+                    return True
+    return False
+
+
+def read_csv(path: str | Path) -> list[dict[str, float]]:
+    """Rows of a run-dir CSV as floats (empty cells as NaN)."""
+    out = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            out.append({k: float(v) if v not in ("", None) else math.nan for k, v in row.items()})
+    return out
+
+
+def plot_learning_curve(run_dir: str | Path, *, threshold: float | None = None) -> Path:
+    """learning_curve.png: episode returns and their 20-episode mean against env steps.
+
+    Drawn with Pillow (installed with matplotlib, which depends on it) rather than with
+    matplotlib: the learner writes this file after its last update, and importing
+    matplotlib alone took 0.4-0.8 s of the 2-core machine there, on every run's way out;
+    Pillow takes ~0.05 s for the same chart."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    run_dir = Path(run_dir)
+    rows = read_csv(run_dir / "episodes.csv")
+    points = [(r["env_steps"], r["return"]) for r in rows if math.isfinite(r["return"])]
+    window: deque[float] = deque(maxlen=SOLVE_WINDOW)
+    means = []
+    for x, y in points:
+        window.append(y)
+        means.append((x, sum(window) / len(window)))
+    ys = [y for _, y in points] + ([threshold] if threshold is not None else [])
+    x_ticks = nice_ticks(0.0, max([x for x, _ in points], default=1.0))
+    lo, hi = min([0.0, *ys]), max([1.0, *ys])
+    y_ticks = nice_ticks(lo, hi + 0.04 * (hi - lo))  # headroom: points at the max show
+    x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
+
+    img = Image.new("RGB", (700, 400), "white")
+    draw = ImageDraw.Draw(img)
+    font = ImageFont.load_default(size=12)
+    left, top, right, bottom = 70, 32, 685, 352  # the plot area, in pixels
+
+    def px(x: float, y: float) -> tuple[float, float]:
+        return (
+            left + (x - x0) / (x1 - x0) * (right - left),
+            bottom - (y - y0) / (y1 - y0) * (bottom - top),
+        )
+
+    for v in x_ticks:
+        xp = px(v, y0)[0]
+        draw.line([(xp, top), (xp, bottom)], fill=_GRID)
+        draw.text((xp, bottom + 5), _tick_label(v), fill="black", font=font, anchor="mt")
+    for v in y_ticks:
+        yp = px(x0, v)[1]
+        draw.line([(left, yp), (right, yp)], fill=_GRID)
+        draw.text((left - 6, yp), _tick_label(v), fill="black", font=font, anchor="rm")
+    draw.rectangle([left, top, right, bottom], outline="black")
+    if threshold is not None:
+        yp = px(x0, threshold)[1]
+        for xs in range(left, right, 9):  # dashed
+            draw.line([(xs, yp), (min(xs + 5, right), yp)], fill=_TARGET, width=1)
+    for x, y in points:
+        xp, yp = px(x, y)
+        draw.ellipse([xp - 1.5, yp - 1.5, xp + 1.5, yp + 1.5], fill=_POINTS)
+    if len(means) > 1:
+        draw.line([px(x, y) for x, y in means], fill=_MEAN, width=2, joint="curve")
+    draw.text(((left + right) / 2, bottom + 24), "env steps", fill="black", font=font, anchor="mt")
+    draw.text(((left + right) / 2, top - 8), run_dir.name, fill="black", font=font, anchor="md")
+    label = Image.new("RGB", (60, 16), "white")
+    ImageDraw.Draw(label).text((30, 8), "return", fill="black", font=font, anchor="mm")
+    img.paste(label.rotate(90, expand=True), (8, (top + bottom) // 2 - 30))
+    entries = [(_POINTS, "dot", "episode return"), (_MEAN, "line", f"mean of last {SOLVE_WINDOW}")]
+    if threshold is not None:
+        entries.append((_TARGET, "dash", f"target {threshold:g}"))
+    width = 40 + max(int(draw.textlength(text, font=font)) for _, _, text in entries)
+    bx, by = right - width - 10, bottom - 10 - 18 * len(entries)
+    draw.rectangle([bx, by, right - 10, bottom - 10], fill="white", outline=_GRID)
+    for i, (color, kind, text) in enumerate(entries):
+        yc = by + 9 + 18 * i
+        if kind == "dot":
+            draw.ellipse([bx + 15, yc - 2, bx + 19, yc + 2], fill=color)
+        elif kind == "line":
+            draw.line([(bx + 6, yc), (bx + 28, yc)], fill=color, width=2)
+        else:
+            for xs in (bx + 6, bx + 15, bx + 24):
+                draw.line([(xs, yc), (xs + 5, yc)], fill=color)
+        draw.text((bx + 34, yc), text, fill="black", font=font, anchor="lm")
+    out = run_dir / "learning_curve.png"
+    img.save(out)
+    return out
+
+
+_GRID = (220, 220, 220)
+_POINTS = (160, 190, 225)  # light blue: many points, the mean line on top stays readable
+_MEAN = (255, 127, 14)
+_TARGET = (128, 128, 128)
+
+
+def nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
+    """About `n` round tick values (1, 2, 2.5 or 5 times a power of ten) covering lo..hi."""
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / max(n - 1, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    count = math.ceil((hi - first) / step - 1e-9)
+    return [first + i * step for i in range(count + 1)]
+
+
+def _tick_label(v: float) -> str:
+    if abs(v) >= 1000 and float(v).is_integer():
+        return f"{v:,.0f}"
+    return f"{v:g}"

@@ -1,0 +1,147 @@
+"""Layering: defaults < preset < config file (TOML) < `PPOMQ_*` variables < flags."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import tomllib
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+from pydantic_settings import BaseSettings, CliSettingsSource
+
+from ppomq.core.errors import UsageError
+from ppomq.core.settings._base import ENV_PREFIX, SettingsGroup
+from ppomq.core.settings.presets import read_preset
+from ppomq.core.settings.redaction import redact_value
+
+S = TypeVar("S", bound=BaseSettings)
+
+
+def add_settings_arguments(
+    parser: argparse.ArgumentParser, cls: type[BaseSettings]
+) -> CliSettingsSource[Any]:
+    """`--config` and one `--kebab-name` flag per field (`--x/--no-x` for a bool), each
+    documented with its variable and default; pydantic-settings' CLI source writes them.
+
+    Unset flags stay absent, so that lower layers (env, config file, defaults) show through.
+    `source(parsed_args=args)()` gives the flags that were given, by field name.
+    """
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="TOML file of settings: flat keys, the same names as the flags with "
+        "underscores; an unknown key or a [table] is an error.",
+    )
+    return CliSettingsSource(
+        cls,
+        root_parser=parser,
+        cli_prog_name=parser.prog,
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_avoid_json=True,
+        cli_hide_none_type=True,
+        cli_show_env_vars=True,
+    )
+
+
+def read_config(path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"config file {path} not found; check the --config path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"config file {path} is not valid TOML: {exc}") from None
+    # Flat keys only, each a setting of some service: one file serves every service (each
+    # takes the settings it reads), so a table ([learner], [actor]...) has no meaning here.
+    # A key nothing reads is refused, as a misspelt flag is, never dropped without a word.
+    known = setting_names()
+    for key, value in data.items():
+        if isinstance(value, dict):
+            raise UsageError(
+                f"config file {path}: table [{key}] is not supported; write its settings as "
+                "flat keys at the top of the file (one file serves every service, each "
+                "reads the settings it has)"
+            )
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else "; see docs/SETTINGS.md"
+            raise UsageError(f"config file {path}: unknown setting {key!r}{hint}")
+    return data
+
+
+def setting_names() -> set[str]:
+    """Every setting any service reads (the fields of every settings group)."""
+    names: set[str] = set()
+    classes: list[type[BaseSettings]] = [SettingsGroup]
+    while classes:
+        c = classes.pop()
+        names.update(c.model_fields)
+        classes.extend(c.__subclasses__())
+    return names
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """The first problem, on one line, naming the setting as the user would type it."""
+    err = exc.errors()[0]
+    msg = err["msg"].removeprefix("Value error, ")
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    if not loc:
+        return f"settings: {msg}"
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) else f" (got {redact_value(loc, value)!r})"
+    flag = "--" + loc.replace("_", "-")
+    return f"setting {loc} ({flag} / {ENV_PREFIX}{loc.upper()}): {msg}{shown}"
+
+
+def load_settings(
+    cls: type[S], flags: dict[str, Any] | None = None, config_file: str | None = None
+) -> S:
+    """Build `cls` from its layers, defaults < preset < config file < env < flags; a bad
+    value or an unknown preset is a one-line `UsageError`.
+
+    The preset's name is itself a setting (flag, then variable, then config file); only
+    the preset's values that are fields of `cls` apply (an actor takes no learning rate).
+    """
+    flags = dict(flags or {})
+    config_file = flags.pop("config", None) or config_file or os.environ.get(ENV_PREFIX + "CONFIG")
+    file_values: dict[str, Any] = {}
+    if config_file:
+        file_values = {k: v for k, v in read_config(config_file).items() if k in cls.model_fields}
+    preset_values: dict[str, Any] = {}
+    if "preset" in cls.model_fields:
+        name = flags.get("preset", os.environ.get(ENV_PREFIX + "PRESET", file_values.get("preset")))
+        if name:
+            preset = read_preset(str(name))
+            preset_values = {k: v for k, v in preset.items() if k in cls.model_fields}
+
+    class _Layered(cls):  # type: ignore[valid-type,misc]
+        @classmethod
+        def settings_customise_sources(cls_, settings_cls, init_settings, env_settings, **_):
+            return (init_settings, env_settings, lambda: file_values, lambda: preset_values)
+
+    _Layered.__name__ = cls.__name__
+    try:
+        loaded = _Layered(**flags)
+    except ValidationError as exc:
+        raise UsageError(format_validation_error(exc)) from None
+    return cls.model_validate(loaded.model_dump())
+
+
+def settings_env(settings: BaseSettings) -> dict[str, str]:
+    """The `PPOMQ_*` variables that reproduce `settings` in a child process."""
+    out = {}
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue  # every optional field defaults to None: unset means the same
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            text = ",".join(str(v) for v in value)
+        else:
+            text = str(value)
+        out[ENV_PREFIX + name.upper()] = text
+    return out

@@ -1,8 +1,0 @@
-"""`python -m ppomq.settings > docs/SETTINGS.md`"""
-
-from __future__ import annotations
-
-from .docs import settings_table
-
-if __name__ == "__main__":
-    print(settings_table(), end="")

