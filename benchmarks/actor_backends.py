@@ -1,4 +1,4 @@
-"""Actor SPS with the gymnasium and envpool env backends (issue 18, item 5).
+"""Actor SPS with the gymnasium and envpool env backends.
 
 What one actor does, without sockets: `make_vector_env(..., backend=B)`, the real
 `EnvRunner`, a freshly initialized model as the actor builds it (the Nature CNN for Atari,
@@ -7,23 +7,21 @@ an MLP 64,64 tanh for MuJoCo), `sample()` back to back with one torch thread. SP
 fresh process; rounds interleave the configurations, and the table gives the median (and
 min-max) over rounds.
 
-    flock -o /tmp/ppomq-bench.lock .venv/bin/python -m benchmarks.actor_backends
+    .venv/bin/python -m benchmarks.actor_backends --lock /tmp/ppomq-bench.lock
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
-import os
-import platform
 import statistics
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+from benchmarks import harness
+
 CASES = [
     ("ALE/Pong-v5", 4),
     ("ALE/Pong-v5", 8),
@@ -72,59 +70,54 @@ def measure(cfg: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--num-steps", type=int, default=128)
     ap.add_argument("--warmup-s", type=float, default=2.0)
     ap.add_argument("--window-s", type=float, default=8.0)
-    ap.add_argument("--out", default=str(RESULTS / "actor_backends"))
-    args = ap.parse_args()
+    ap.add_argument("--out", default=str(harness.RESULTS / "actor_backends"))
+    harness.add_lock_option(ap)
+    args = ap.parse_args(argv)
     import envpool
-    import torch
 
-    load_before = os.getloadavg()[0]
-    runs: dict[str, list[dict[str, Any]]] = {}
-    for r in range(args.rounds):
-        order = [(e, n, b) for e, n in CASES for b in BACKENDS]
-        if r % 2:
-            order = [(e, n, b) for e, n in CASES for b in reversed(BACKENDS)]
-        for env_id, n, backend in order:
-            cfg = {"env_id": env_id, "num_envs": n, "backend": backend,
-                   "num_steps": args.num_steps, "warmup_s": args.warmup_s,
-                   "window_s": args.window_s}  # fmt: skip
-            res = measure(cfg)
-            key = f"{env_id}|{n}|{backend}"
-            runs.setdefault(key, []).append(res)
-            print(f"round {r}: {env_id} N={n} {backend}: {res['sps']:.0f} SPS", flush=True)
-    load_after = os.getloadavg()[0]
+    load_before = harness.load1()
+
+    def run(config: tuple[str, int, str], r: int) -> dict[str, Any]:
+        env_id, n, backend = config
+        res = measure({"env_id": env_id, "num_envs": n, "backend": backend,
+                       "num_steps": args.num_steps, "warmup_s": args.warmup_s,
+                       "window_s": args.window_s})  # fmt: skip
+        print(f"round {r}: {env_id} N={n} {backend}: {res['sps']:.0f} SPS", flush=True)
+        return res
+
+    configs = [(e, n, b) for e, n in CASES for b in BACKENDS]
+    runs = harness.interleave(configs, args.rounds, run, order="reverse", lock=args.lock)
+    load_after = harness.load1()
     rows = []
     for env_id, n in CASES:
         row: dict[str, Any] = {"env_id": env_id, "num_envs": n}
         for b in BACKENDS:
-            sps = [x["sps"] for x in runs[f"{env_id}|{n}|{b}"]]
-            cores = [x["cpu_cores"] for x in runs[f"{env_id}|{n}|{b}"]]
-            row[b] = {"median_sps": statistics.median(sps), "min": min(sps), "max": max(sps),
+            sps = [x["sps"] for x in runs[(env_id, n, b)]]
+            cores = [x["cpu_cores"] for x in runs[(env_id, n, b)]]
+            s = harness.spread(sps)
+            row[b] = {"median_sps": s["median"], "min": s["min"], "max": s["max"],
                       "runs": sps, "cpu_cores": statistics.median(cores)}  # fmt: skip
         row["envpool_over_gymnasium"] = (
             row["envpool"]["median_sps"] / row["gymnasium"]["median_sps"]
         )
         rows.append(row)
-    command = "flock -o /tmp/ppomq-bench.lock .venv/bin/python -m benchmarks.actor_backends"
-    machine = (
-        f"{os.cpu_count()} CPUs ({platform.processor() or platform.machine()}, "
-        f"{platform.platform()}), python {platform.python_version()}, torch "
-        f"{torch.__version__}, envpool {envpool.__version__}, 1 torch thread"
-    )
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    data = {"command": command, "machine": machine, "date": stamp, "args": vars(args),
+    command = harness.command_line("actor_backends", argv)
+    meta = harness.machine(envpool=envpool.__version__, torch_threads=1)
+    stamp = harness.utc_now()
+    data = {"command": command, "machine": meta, "date": stamp, "args": vars(args),
             "load_before": load_before, "load_after": load_after, "rows": rows}  # fmt: skip
-    Path(args.out + ".json").write_text(json.dumps(data, indent=2) + "\n")
     lines = [
         "# Actor SPS: gymnasium against envpool env backends",
         "",
-        f"`{command}` on {machine}; {stamp}; 1-minute load average {load_before:.2f} "
-        f"before, {load_after:.2f} after (the CPUs are shared with other work).",
+        f"`{command}` on {harness.machine_line(meta)}, envpool {meta['envpool']}, 1 torch thread; "
+        f"{stamp}; 1-minute load average {load_before:.2f} before, {load_after:.2f} after "
+        "(the CPUs are shared with other work).",
         "",
         f"One actor without sockets: the real `EnvRunner.sample()` (T={args.num_steps}) with a "
         "fresh model as the actor builds it (Nature CNN for Pong, MLP 64,64 for HalfCheetah), "
@@ -143,8 +136,8 @@ def main() -> None:
             f"({e['min']:.0f}-{e['max']:.0f}) | {row['envpool_over_gymnasium']:.2f}x | "
             f"{g['cpu_cores']:.2f} | {e['cpu_cores']:.2f} |"
         )
-    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    out = Path(args.out)
+    print(harness.write_results(out.parent, out.name, data, "\n".join(lines)))
 
 
 if __name__ == "__main__":

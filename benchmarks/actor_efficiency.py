@@ -37,7 +37,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import platform
 import re
 import shutil
 import signal
@@ -55,8 +54,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).parent / "results"
+from benchmarks import harness
 
 CONFIGS: dict[str, list[str]] = {
     "default": [],
@@ -97,7 +95,7 @@ def child_env() -> dict[str, str]:
     """The caller's environment minus PPOMQ_* (the flags say everything), with the repo on
     PYTHONPATH so that actors can import `benchmarks.envs` for the synthetic env."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(harness.REPO), env.get("PYTHONPATH")) if p)
     return env
 
 
@@ -124,7 +122,7 @@ class SystemRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         log = open(self.run_dir / "train.out", "wb")  # noqa: SIM115 - the child owns it
         self.proc = subprocess.Popen(
-            args, cwd=REPO, env=child_env(), stdout=log, stderr=subprocess.STDOUT,
+            args, cwd=harness.REPO, env=child_env(), stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
         log.close()
@@ -319,7 +317,7 @@ def run_standalone(cfg: dict[str, Any]) -> dict[str, Any]:
 
 # Categories of a main-thread sample, by the innermost frame of interest on its stack
 # (function name, file suffix). First match from the leaf wins. Weights are fetched and
-# loaded on the actor's background thread (actor/weights.py); the main thread only waits
+# loaded on the actor's background thread (actor/policy_sync.py); the main thread only waits
 # in `refresh_weights` when flow control makes it.
 _CATEGORIES: Sequence[tuple[str, str, str]] = (
     ("sample: env step", "step", "vector/sync_vector_env.py"),
@@ -327,7 +325,7 @@ _CATEGORIES: Sequence[tuple[str, str, str]] = (
     ("sample: policy", "value", "ppomq/models/mlp.py"),
     ("sample: policy", "sample", "ppomq/models/distributions.py"),
     ("sample: runner", "sample", "actor/runner.py"),
-    ("weights: wait/fetch", "refresh_weights", "actor/service.py"),
+    ("weights: wait/fetch", "refresh_weights", "actor/policy_sync.py"),
     ("encode", "encode", "proto/rollout_encode.py"),
     ("send", "send", "ppomq/transport.py"),
 )
@@ -466,11 +464,6 @@ def measure_system(
 # --------------------------------------------------------------------------------------
 
 
-def _median(xs: Sequence[float | None]) -> float | None:
-    vals = [x for x in xs if x is not None]
-    return statistics.median(vals) if vals else None
-
-
 def _span(xs: Sequence[float | None], fmt: str) -> str:
     vals = [x for x in xs if x is not None]
     if not vals:
@@ -497,16 +490,18 @@ def summarize(runs: list[dict[str, Any]], alone: list[dict[str, Any]]) -> dict[s
                 shares.setdefault(k, []).append(v)
         out[config] = {
             "rounds": len(rows),
-            "system_sps": _median([r["sps"] for r, _ in rows]),
-            "alone_sps": _median([a["sps"] for _, a in rows]),
-            "end_to_end_ratio": _median(e2e),
+            "system_sps": harness.median([r["sps"] for r, _ in rows]),
+            "alone_sps": harness.median([a["sps"] for _, a in rows]),
+            "end_to_end_ratio": harness.median(e2e),
             "end_to_end_ratio_min_max": [min(e2e), max(e2e)],
-            "in_sample_share": _median([p.get("in_sample_share") for p in prof]),
-            "in_sample_speed_ratio": _median(in_sample_ratio),
-            "wall_time_shares": {k: _median(v) for k, v in sorted(shares.items())},
-            "actor_cpu_cores": _median([r["cpu_cores"].get("actor-0") for r, _ in rows]),
-            "learner_cpu_cores": _median([r["cpu_cores"].get("learner") for r, _ in rows]),
-            "waste_ratio": _median([(r.get("learner") or {}).get("waste_ratio") for r, _ in rows]),
+            "in_sample_share": harness.median([p.get("in_sample_share") for p in prof]),
+            "in_sample_speed_ratio": harness.median(in_sample_ratio),
+            "wall_time_shares": {k: harness.median(v) for k, v in sorted(shares.items())},
+            "actor_cpu_cores": harness.median([r["cpu_cores"].get("actor-0") for r, _ in rows]),
+            "learner_cpu_cores": harness.median([r["cpu_cores"].get("learner") for r, _ in rows]),
+            "waste_ratio": harness.median(
+                [(r.get("learner") or {}).get("waste_ratio") for r, _ in rows]
+            ),
         }
     return out
 
@@ -516,7 +511,7 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Actor efficiency",
         "",
-        f"`{m['command']}` on {m['machine']} ({m['cpus']} CPUs), {m['env_id']}, "
+        f"`{m['command']}` on {harness.machine_line(m['machine'])}, {m['env_id']}, "
         f"N={m['num_envs']}, T={m['num_steps']}, 1 actor, {m['rounds']} interleaved rounds "
         f"of {m['window_s']:g} s windows after {m['warmup_s']:g} s of warm-up; "
         "median (min–max). Alone = `EnvRunner.sample()` back to back in a fresh process "
@@ -573,8 +568,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset")
     p.add_argument("--no-profile", action="store_true", help="skip the py-spy window")
     p.add_argument("--quick", action="store_true", help="1 round, 2 s windows (smoke test)")
-    p.add_argument("--out", type=Path, default=RESULTS, help="where to write the results")
+    p.add_argument("--out", type=Path, default=harness.RESULTS, help="where to write the results")
     p.add_argument("--workdir", type=Path, default=None, help="run dirs (default: a temp dir)")
+    harness.add_lock_option(p)
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.window_s, args.warmup_s = 1, 2.0, 1.0
@@ -586,40 +582,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ppomq-actor-eff-")
         args.workdir = Path(tmp.name)
-    runs: list[dict[str, Any]] = []
-    alone: list[dict[str, Any]] = []
+
+    def run(config: str, rnd: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        r = measure_system(config, CONFIGS[config], args, args.workdir, rnd)
+        a = run_standalone(
+            {"env_id": args.env_id, "num_envs": args.num_envs,
+             "num_steps": args.num_steps, "seed": args.seed,
+             "warmup_s": min(args.warmup_s, 2.0), "window_s": args.window_s,
+             "weights": r["weights"] if Path(r["weights"]).exists() else None}
+        )  # fmt: skip
+        share = (r.get("profile") or {}).get("in_sample_share")
+        print(
+            f"round {rnd} {config:>16}: system {r['sps']:8,.0f} SPS, alone "
+            f"{a['sps']:8,.0f} SPS, ratio {r['sps'] / a['sps']:.2f}, in sample() "
+            f"{'n/a' if share is None else f'{share:.0%}'}",
+            flush=True,
+        )
+        return r, a
+
     try:
-        for rnd in range(args.rounds):
-            for config in configs:
-                r = measure_system(config, CONFIGS[config], args, args.workdir, rnd)
-                a = run_standalone(
-                    {"env_id": args.env_id, "num_envs": args.num_envs,
-                     "num_steps": args.num_steps, "seed": args.seed,
-                     "warmup_s": min(args.warmup_s, 2.0), "window_s": args.window_s,
-                     "weights": r["weights"] if Path(r["weights"]).exists() else None}
-                )  # fmt: skip
-                runs.append(r)
-                alone.append(a)
-                share = (r.get("profile") or {}).get("in_sample_share")
-                print(
-                    f"round {rnd} {config:>16}: system {r['sps']:8,.0f} SPS, alone "
-                    f"{a['sps']:8,.0f} SPS, ratio {r['sps'] / a['sps']:.2f}, in sample() "
-                    f"{'n/a' if share is None else f'{share:.0%}'}",
-                    flush=True,
-                )
+        by_config = harness.interleave(configs, args.rounds, run, order="fixed", lock=args.lock)
     finally:
         if tmp is not None:
             tmp.cleanup()
+    runs = [r for pairs in by_config.values() for r, _ in pairs]
+    alone = [a for pairs in by_config.values() for _, a in pairs]
     for r in runs:
         r.pop("weights", None)
         (r.get("profile") or {}).pop("raw_file", None)
     doc = {
         "meta": {
-            "command": "python -m benchmarks.actor_efficiency "
-            + " ".join(argv if argv is not None else sys.argv[1:]),
-            "machine": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
+            "command": harness.command_line("actor_efficiency", argv),
+            "machine": harness.machine(),
+            "date": harness.utc_now(),
             "env_id": args.env_id,
             "num_envs": args.num_envs,
             "num_steps": args.num_steps,
@@ -627,17 +622,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "window_s": args.window_s,
             "warmup_s": args.warmup_s,
             "profiled": not args.no_profile and py_spy() is not None,
-            "unix_time": time.time(),
         },
         "summary": summarize(runs, alone),
         "system_runs": runs,
         "alone_runs": alone,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "actor_efficiency.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = markdown(doc)
-    (args.out / "actor_efficiency.md").write_text(md)
-    print(md)
+    print(harness.write_results(args.out, "actor_efficiency", doc, markdown(doc)))
     return 0
 
 

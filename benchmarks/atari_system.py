@@ -1,7 +1,7 @@
 """Whole-system Atari throughput: `ppomq train --preset atari` with 1, 2 and 4 actors.
 
-    flock -o /tmp/ppomq-bench.lock .venv/bin/python -m benchmarks.atari_system \
-        [--actors 1,2,4] [--torch-threads 1] [--duration-s 45] [--repeats 2]
+    .venv/bin/python -m benchmarks.atari_system [--actors 1,2,4] [--torch-threads 1] \
+        [--duration-s 45] [--repeats 2] [--lock /tmp/ppomq-bench.lock]
 
 Each run is the command a user types: the atari preset (Breakout, 4 envs x 128 steps per
 actor, one batch per actor per update, the Nature CNN), `--duration-s` long, no final
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -29,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).parent / "results"
+from benchmarks import harness
 
 
 def run_once(actors: int, threads: int, duration_s: float, workdir: Path) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def run_once(actors: int, threads: int, duration_s: float, workdir: Path) -> dic
            "--duration-s", f"{duration_s:g}", "--total-steps", "0", "--eval-episodes", "0",
            "--run-dir", str(run_dir), "--no-progress"]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
-    load = os.getloadavg()[0]
+    load = harness.load1()
     t0 = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=duration_s + 300)
     command_s = time.perf_counter() - t0
@@ -58,7 +57,7 @@ def run_once(actors: int, threads: int, duration_s: float, workdir: Path) -> dic
         "learner_wait_share": round(lt.get("wait", 0.0) / busy, 3),
         "sgd_s_per_update": round(lt.get("sgd", 0.0) / max(1, s["versions"]), 3),
         "command_s": round(command_s, 2),
-        "load1_before": round(load, 2),
+        "load1_before": load,
     }
 
 
@@ -84,7 +83,8 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Atari, the whole system: `ppomq train --preset atari` by actor count",
         "",
-        f"`{doc['command']}` on {doc['machine']}. Each run {doc['duration_s']:g} s of "
+        f"`{doc['command']}` on {harness.machine_line(doc['machine'])}, {doc['date']}. Each run "
+        f"{doc['duration_s']:g} s of "
         "Breakout (4 envs x 128 steps per actor, one batch per actor per update, the Nature "
         f"CNN), `--torch-threads {doc['torch_threads']}`, no final evaluation; median over "
         f"{doc['repeats']} interleaved repeats. SPS = env steps trained per second of the "
@@ -116,33 +116,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--duration-s", type=float, default=45.0)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=harness.RESULTS)
+    harness.add_lock_option(p)
     args = p.parse_args(argv)
     counts = [int(a) for a in args.actors.split(",")]
-    runs = []
     with tempfile.TemporaryDirectory(prefix="ppomq-atari-system-") as tmp:
-        for rep in range(args.repeats):
-            order = counts[rep % len(counts) :] + counts[: rep % len(counts)]
-            for actors in order:
-                r = run_once(actors, args.torch_threads, args.duration_s, Path(tmp))
-                print(json.dumps(r), flush=True)
-                runs.append(r)
+
+        def run(actors: int, _repeat: int) -> dict[str, Any]:
+            r = run_once(actors, args.torch_threads, args.duration_s, Path(tmp))
+            print(json.dumps(r), flush=True)
+            return r
+
+        by_count = harness.interleave(counts, args.repeats, run, lock=args.lock)
     doc = {
         "benchmark": "atari_system",
-        "command": "flock -o /tmp/ppomq-bench.lock .venv/bin/python -m benchmarks.atari_system "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "machine": f"{len(os.sched_getaffinity(0))} CPUs ({platform.machine()}, "
-        f"{platform.platform()}), python {platform.python_version()}",
+        "command": harness.command_line("atari_system", argv),
+        "machine": harness.machine(),
+        "date": harness.utc_now(),
         "duration_s": args.duration_s,
         "torch_threads": args.torch_threads,
         "repeats": args.repeats,
-        "rows": summarise(runs),
-        "runs": runs,
+        "runs": [r for runs in by_count.values() for r in runs],
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "atari_system.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (args.out / "atari_system.md").write_text(markdown(doc))
-    print(markdown(doc))
+    doc["rows"] = summarise(doc["runs"])
+    print(harness.write_results(args.out, "atari_system", doc, markdown(doc)))
 
 
 if __name__ == "__main__":

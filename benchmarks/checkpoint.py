@@ -11,22 +11,22 @@ benchmarks/results/checkpoint.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from benchmarks import harness
 from ppomq.core.envs import rollout_spec_for
 from ppomq.core.models import build_model, model_spec_for
 from ppomq.core.settings import LearnerSettings, load_settings
 from ppomq.learner.checkpoint import weights_digest, write_checkpoint
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
 
-RESULTS = Path(__file__).parent / "results"
 MODELS = {"CartPole-v1 MLP 64x64": "CartPole-v1", "Breakout Nature CNN": "ALE/Breakout-v5"}
 
 
@@ -52,36 +52,46 @@ def _verified(path: Path, state: dict[str, Any], trainer: PPOTrainer) -> None:
     write_checkpoint(path, state, weights_sha256=weights_digest(trainer.host_state()))
 
 
-def main() -> int:
+def _timed_write(
+    arm: str, _round: int, *, root: Path, state: dict[str, Any], trainer: PPOTrainer
+) -> float:
+    """Seconds for one write of `arm` ("plain" or "verified")."""
+    path = root / arm / "ckpt.pt"
+    path.parent.mkdir(exist_ok=True)
+    t0 = time.perf_counter()
+    _plain(path, state) if arm == "plain" else _verified(path, state, trainer)
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=30)
-    args = ap.parse_args()
+    harness.add_lock_option(ap)
+    args = ap.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
-    with tempfile.TemporaryDirectory(dir=".") as tmp:  # the run dir's disk, not a tmpfs
+    with (
+        harness.BenchLock(args.lock),
+        tempfile.TemporaryDirectory(dir=".") as tmp,
+    ):  # the run dir's disk
         for label, env_id in MODELS.items():
             state, trainer = _state(env_id)
-            times: dict[str, list[float]] = {"plain": [], "verified": []}
-            for r in range(args.rounds):
-                for arm in ("plain", "verified") if r % 2 == 0 else ("verified", "plain"):
-                    path = Path(tmp) / arm / "ckpt.pt"
-                    path.parent.mkdir(exist_ok=True)
-                    t0 = time.perf_counter()
-                    _plain(path, state) if arm == "plain" else _verified(path, state, trainer)
-                    times[arm].append(time.perf_counter() - t0)
+
+            write = partial(_timed_write, root=Path(tmp), state=state, trainer=trainer)
+            times = harness.interleave(("plain", "verified"), args.rounds, write)
             size = (Path(tmp) / "verified" / "ckpt.pt").stat().st_size
             plain, verified = (statistics.median(times[a]) * 1e3 for a in ("plain", "verified"))
             rows.append({"model": label, "bytes": size, "plain_ms": round(plain, 2),
                          "verified_ms": round(verified, 2),
                          "ratio": round(verified / plain, 2)})  # fmt: skip
-    RESULTS.mkdir(exist_ok=True)
-    doc = {"command": "python -m benchmarks.checkpoint", "rounds": args.rounds, "rows": rows}
-    (RESULTS / "checkpoint.json").write_text(json.dumps(doc, indent=2) + "\n")
+    command = harness.command_line("checkpoint", argv)
+    doc = {"command": command, "machine": harness.machine(torch_threads=1),
+           "date": harness.utc_now(), "rounds": args.rounds, "rows": rows}  # fmt: skip
     lines = [
         "# Checkpoint write: verified against plain",
         "",
-        f"`python -m benchmarks.checkpoint --rounds {args.rounds}`: median of {args.rounds} "
-        "rounds, arms alternating; torch on 1 thread; the run dir's disk.",
+        f"`{command}` on {harness.machine_line(doc['machine'])}: median of {args.rounds} rounds, "
+        "arms alternating; torch on 1 thread; the run dir's disk.",
         "",
         "| model (with Adam moments) | file | torch.save + rename | verified write | ratio |",
         "|---|---:|---:|---:|---:|",
@@ -89,8 +99,7 @@ def main() -> int:
     for r in rows:
         lines.append(f"| {r['model']} | {r['bytes'] / 1e6:.2f} MB | {r['plain_ms']:.2f} ms | "
                      f"{r['verified_ms']:.2f} ms | {r['ratio']:.2f}x |")  # fmt: skip
-    (RESULTS / "checkpoint.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    print(harness.write_results(harness.RESULTS, "checkpoint", doc, "\n".join(lines)))
     return 0
 
 

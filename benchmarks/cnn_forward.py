@@ -17,13 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import random
 import statistics
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +28,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from benchmarks import harness
 from ppomq.core.models import build_model
 from ppomq.core.models.cnn import SCALE, NatureCNN
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SPEC = {"arch": "nature-cnn", "obs_shape": [4, 84, 84], "action": {"kind": "categorical", "n": 6}}
 SIZES = (1, 8, 16)
 TOLERANCE = 1e-4
@@ -170,21 +166,41 @@ def max_error(model: NatureCNN, outputs: Outputs, mode: str) -> float:
         )
 
 
-def main() -> None:
+def burst_ms(act: Callable[[np.ndarray], Any], batch: np.ndarray, calls: int) -> float:
+    """The median milliseconds of `calls` back-to-back calls."""
+    times = []
+    for _ in range(calls):
+        s = time.perf_counter_ns()
+        act(batch)
+        times.append((time.perf_counter_ns() - s) / 1e6)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 rounds of short bursts (a smoke run)")
     ap.add_argument("--compile", action="store_true", help="also torch.compile (minutes to build)")
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=harness.RESULTS)
+    harness.add_lock_option(ap)
+    args = ap.parse_args(argv)
     rounds, burst = (3, 5) if args.quick else (args.rounds, 25)
+    with harness.BenchLock(args.lock):
+        doc = measure(args, rounds, burst, harness.command_line("cnn_forward", argv))
+    if args.quick:
+        print(json.dumps(doc, indent=2))
+        return
+    print(harness.write_results(args.out, "cnn_forward", doc, _markdown(doc)))
 
+
+def measure(args: argparse.Namespace, rounds: int, burst: int, command: str) -> dict[str, Any]:
+    """Every path's figures at every batch size, and what they were measured on."""
     torch.set_num_threads(1)  # as services/actor does
     torch.manual_seed(0)
     model = build_model(SPEC)
     with torch.no_grad():  # trained-looking heads: logits far from zero
         model.pi.weight.mul_(100.0)
-    load_before = os.getloadavg()[0]
+    load_before = harness.load1()
     t0 = time.perf_counter()
     paths = candidates(model, compile_=args.compile)
     errors = {name: max_error(model, fn, mode) for name, (fn, mode) in paths.items()}
@@ -197,18 +213,11 @@ def main() -> None:
                 act(obs[n])
     setup_s = time.perf_counter() - t0
 
-    times: dict[tuple[str, int], list[float]] = {(p, n): [] for p in acts for n in SIZES}
-    order = list(times)
-    for _ in range(rounds):
-        random.shuffle(order)
-        for name, n in order:
-            act, batch, burst_s = acts[name], obs[n], []
-            for _ in range(burst):
-                s = time.perf_counter_ns()
-                act(batch)
-                burst_s.append((time.perf_counter_ns() - s) / 1e6)
-            times[(name, n)].append(statistics.median(burst_s))
-    load_after = os.getloadavg()[0]
+    times = harness.interleave(
+        [(p, n) for p in acts for n in SIZES], rounds,
+        lambda key, _r: burst_ms(acts[key[0]], obs[key[1]], burst), order="shuffle",
+    )  # fmt: skip
+    load_after = harness.load1()
 
     results = []
     for name in acts:
@@ -227,20 +236,15 @@ def main() -> None:
     fastest = {
         n: min(correct, key=lambda r: r[f"n{n}"]["median_ms"])["path"] for n in SIZES
     }  # fmt: skip
-    doc = {
+    return {
         "benchmark": "cnn_forward",
-        "command": "python -m benchmarks.cnn_forward" + (" --compile" if args.compile else ""),
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "processor": _cpu_name(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
-            "loadavg_1m_before": round(load_before, 2),
-            "loadavg_1m_after": round(load_after, 2),
-        },
+        "command": command,
+        "date": harness.utc_now(),
+        "machine": harness.machine(
+            torch_threads=torch.get_num_threads(),
+            loadavg_1m_before=load_before,
+            loadavg_1m_after=load_after,
+        ),
         "spec": SPEC,
         "rounds": rounds,
         "calls_per_burst": burst,
@@ -249,23 +253,6 @@ def main() -> None:
         "fastest_correct": {str(n): p for n, p in fastest.items()},
         "results": results,
     }
-    if args.quick:
-        print(json.dumps(doc, indent=2))
-        return
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "cnn_forward.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (args.out / "cnn_forward.md").write_text(_markdown(doc))
-    print(_markdown(doc))
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _markdown(doc: dict[str, Any]) -> str:
@@ -273,8 +260,7 @@ def _markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Nature CNN forward at the actor's batch sizes",
         "",
-        f"`{doc['command']}` on {m['cpus']} CPUs ({m['processor']}, {m['platform']}), "
-        f"python {m['python']}, torch {m['torch']}, {m['torch_threads']} torch thread; "
+        f"`{doc['command']}` on {harness.machine_line(m)}, {m['torch_threads']} torch thread; "
         f"{doc['date']}; 1-minute load average {m['loadavg_1m_before']} before, "
         f"{m['loadavg_1m_after']} after (the CPUs are shared with other work).",
         "",

@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.compose_up [--pairs 3]
 
 Each pair, in alternating order: `docker compose up --build` of the repository's file on a
-real engine (tests/deploy/docker_engine.py: the shared engine tool where no engine
+real engine (benchmarks/deploy/docker_engine.py: the shared engine tool where no engine
 answers; the image already built, so `--build` is a cache hit) with
 PPOMQ_TARGET_RETURN=475 and every other setting at the file's defaults (CartPole-v1, 2
 actors, 8 envs × 32 steps, async), and `ppomq train --actors 2 --target-return 475` (the
@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,9 +26,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tests.deploy.docker_engine import ComposeProject, start_engine
+from benchmarks import harness
+from benchmarks.deploy.docker_engine import ComposeProject, Engine, start_engine
 
-RESULTS = Path(__file__).parent / "results"
 TARGET = "475"
 
 
@@ -79,8 +76,7 @@ def _brief(s: dict[str, Any]) -> dict[str, Any]:
 
 
 def _med(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return round(statistics.median(vals), 1) if vals else None
+    return harness.median(values, digits=1)
 
 
 def _pair(run: dict[str, Any]) -> str:
@@ -93,7 +89,7 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# `docker compose up` against `ppomq train`, CartPole-v1 to a mean return of 475",
         "",
-        f"`{m['command']}` on {m['machine']} ({m['cpus']} CPUs), {m['engine']}; {m['pairs']} "
+        f"`{m['command']}` on {harness.machine_line(m['machine'])}, {m['engine']}; {m['pairs']} "
         "pairs, interleaved (the order alternates). Seconds from the command's start; medians "
         "with every run listed. Image `ppomq:latest` (CPU torch): "
         f"{m['image_bytes'] / 1e9:.2f} GB. Load average (1/5/15 min) {m['loadavg_before']} "
@@ -121,42 +117,45 @@ def markdown(doc: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--out", type=Path, default=RESULTS / "compose_up")
+    ap.add_argument("--out", type=Path, default=harness.RESULTS / "compose_up")
+    harness.add_lock_option(ap)
     args = ap.parse_args(argv)
-    load_before = [round(x, 2) for x in os.getloadavg()]
+    load_before = harness.loadavg()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         engine = start_engine(tmp)
         env_file = tmp / "empty.env"
         env_file.write_text("")
         ComposeProject(engine, "ppomq-bench-build", env_file).run("build", timeout=1800)
-        doc: dict[str, Any] = {"compose": [], "local": []}
-        for i in range(args.pairs):
-            order = ("compose", "local") if i % 2 == 0 else ("local", "compose")
-            for name in order:
-                if name == "compose":
-                    p = ComposeProject(engine, f"ppomq-bench-{uuid.uuid4().hex[:6]}", env_file)
-                    doc["compose"].append(compose_run(p, tmp))
-                else:
-                    doc["local"].append(local_run(tmp))
-                print(name, json.dumps(doc[name][-1]), flush=True)
+
+        def run(name: str, _pair: int) -> dict[str, Any]:
+            return compose_once(engine, env_file, tmp) if name == "compose" else local_run(tmp)
+
+        def show(name: str, _pair: int, result: dict[str, Any]) -> None:
+            print(name, json.dumps(result), flush=True)
+
+        doc: dict[str, Any] = harness.interleave(
+            ("compose", "local"), args.pairs, run, order="reverse", lock=args.lock, on_result=show
+        )
         size = int(engine.docker("image", "inspect", "-f", "{{.Size}}", "ppomq:latest").strip())
         version = engine.docker("version", "--format", "{{.Server.Version}}").strip()
     doc["meta"] = {
-        "command": "python -m benchmarks.compose_up " + " ".join(argv or sys.argv[1:]),
-        "machine": platform.platform(),
-        "cpus": os.cpu_count(),
+        "command": harness.command_line("compose_up", argv),
+        "machine": harness.machine(),
+        "date": harness.utc_now(),
         "engine": f"Docker engine {version}",
         "pairs": args.pairs,
         "image_bytes": size,
         "loadavg_before": load_before,
-        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "loadavg_after": harness.loadavg(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(doc, indent=2))
-    args.out.with_suffix(".md").write_text(markdown(doc))
-    print(markdown(doc))
+    print(harness.write_results(args.out.parent, args.out.name, doc, markdown(doc)))
     return 0
+
+
+def compose_once(engine: Engine, env_file: Path, tmp: Path) -> dict[str, Any]:
+    project = ComposeProject(engine, f"ppomq-bench-{uuid.uuid4().hex[:6]}", env_file)
+    return compose_run(project, tmp)
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ of `--target` (475) over the last 20 episodes or at its step cap (100k for ppomq
 
 Writes e2e.json, e2e.md and e2e.png (return against wall time from the command's start,
 one seed of each) to --out. Medians with min–max; ratios are ppomq over SB3 (the named
-baseline). Where ppomq's first env step and solve time come from: the actor logs `first env
-step at unix T` before its first rollout, and the learner's summary.json carries
+baseline). Where ppomq's first env step and solve time come from: the run's events
+(docs/events.md: the earliest `actor.first_step`), and the learner's summary.json carries
 `started_unix` so that `solved_at_wall_s` (learner clock) converts to Unix time.
 """
 
@@ -32,13 +32,10 @@ from __future__ import annotations
 
 import argparse
 import csv
-import fcntl
 import importlib.util
 import json
 import math
 import os
-import platform
-import re
 import resource
 import shutil
 import signal
@@ -56,17 +53,15 @@ from typing import Any
 
 import psutil
 
+from benchmarks import harness
 from benchmarks.contenders.common import RESULT_PREFIX, SOLVE_WINDOW, thin
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results"
 BASELINE = "sb3"
 SAMPLE_EVERY_S = 0.2
 GB = 1e9  # the issue's "0.6 GB": decimal gigabytes
 CONTENDED_CORES = 0.25  # other processes' mean CPU use above which a run is flagged
 CAP = 100_000  # env steps, ppomq and SB3 (zoo's n_timesteps for CartPole-v1)
 RLLIB_CAP = 300_000
-FIRST_STEP_RE = re.compile(r"first env step at unix ([0-9.]+)")
 
 # The issue's targets for ppomq async (from the first env step: <= 0.5x SB3's median time,
 # SPS >= 2x; from the command's start: <= 0.75x; the local system with 2 actors: <= 0.6 GB
@@ -306,12 +301,11 @@ def _phase_table(progress_csv: Path) -> dict[str, Any]:
 
 
 def collect_ppomq(run_dir: Path, t_cmd: float, rec: RunRecord) -> None:
-    """Fill `rec` from a ppomq run dir (summary.json, actor logs, episodes/progress CSVs)."""
+    """Fill `rec` from a ppomq run dir (summary.json, its events, episodes/progress CSVs)."""
+    from ppomq.core.timeline import first_env_step_unix
+
     summary = json.loads((run_dir / "summary.json").read_text())
-    firsts = []
-    for log in sorted((run_dir / "logs").glob("actor-*.log")):
-        firsts += [float(m) for m in FIRST_STEP_RE.findall(log.read_text())]
-    first = min(firsts) if firsts else None
+    first = first_env_step_unix(run_dir)
     started = float(summary["started_unix"]) - float(summary.get("resumed_wall_s", 0.0))
     solved_wall = summary.get("solved_at_wall_s")
     solved_unix = None if solved_wall is None else started + float(solved_wall)
@@ -379,26 +373,6 @@ def collect_script(doc: dict[str, Any], t_cmd: float, rec: RunRecord) -> None:
     rec.detail["script_started_after_command_s"] = round(doc["script_start_unix"] - t_cmd, 3)
 
 
-class _Lock:
-    """An exclusive flock on a shared file for the duration of one run (other users of the
-    machine take the same lock, so measured runs never overlap)."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.fh: Any = None
-
-    def __enter__(self) -> _Lock:
-        if self.path:
-            self.fh = open(self.path, "a")  # closed in __exit__
-            fcntl.flock(self.fh, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fh is not None:
-            fcntl.flock(self.fh, fcntl.LOCK_UN)
-            self.fh.close()
-
-
 def run_one(
     c: Contender,
     seed: int,
@@ -421,14 +395,14 @@ def run_one(
         ]  # fmt: skip
     run_dir.mkdir(parents=True, exist_ok=True)
     out_path, err_path = run_dir / "stdout.txt", run_dir / "stderr.txt"
-    rec.load1_before = round(os.getloadavg()[0], 2)
+    rec.load1_before = harness.load1()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         cpu0, ru0 = _busy_cpu_s(), resource.getrusage(resource.RUSAGE_CHILDREN)
         self0 = resource.getrusage(resource.RUSAGE_SELF)  # the sampler's own CPU
         t_cmd = time.time()
         proc = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+            cmd, cwd=harness.REPO, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )  # fmt: skip
         sampler = TreePss(proc.pid)
@@ -631,7 +605,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             cells = ["–" if row[k] is None else f"{row[k]:.2f}x" for k, _, _ in METRICS]
             lines.append(f"| {summary[name]['label']} | " + " | ".join(cells) + " |")
     if doc["targets"]:
-        lines += ["", "Targets (issue 6):", "", "| contender | what | value | target | met |"]
+        lines += ["", "Targets:", "", "| contender | what | value | target | met |"]
         lines.append("|---|---|---|---|---|")
         for t in doc["targets"]:
             met = "–" if t["met"] is None else ("yes" if t["met"] else "**no**")
@@ -698,18 +672,13 @@ def render_markdown(doc: dict[str, Any]) -> str:
 def plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Mean return of the last 20 episodes against wall time from the command's start and
     against env steps, for the first seed of each contender."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     runs = {}
     for r in doc["runs"]:
         if r["ok"] and r["curve"] and r["contender"] not in runs:
             runs[r["contender"]] = r
     if not runs:
         return None
-    fig, (ax_t, ax_s) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    fig, (ax_t, ax_s) = harness.pyplot().subplots(1, 2, figsize=(12, 4.5), dpi=100)
     for name, r in runs.items():
         xs_t = [p[1] for p in r["curve"]]
         xs_s = [p[0] for p in r["curve"]]
@@ -732,9 +701,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path | None:
     ax_s.set_title("return against env steps")
     ax_s.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return harness.save_figure(fig, path)
 
 
 # --- main ------------------------------------------------------------------------------
@@ -750,22 +717,16 @@ def build_doc(
     """The e2e.json document for the runs so far."""
     summary = summarise(records, runnable)
     rat = ratios(summary)
-    command = "python -m benchmarks.e2e " + " ".join(sys.argv[1:] if argv is None else argv)
     return {
         "benchmark": "e2e-cartpole",
-        "command": command.strip(),
+        "command": harness.command_line("e2e", argv),
         **meta,
         "quick": args.quick,
         "target": args.target,
         "contenders": {n: CONTENDERS[n].label for n in runnable},
         "baseline": BASELINE,
         "targets_spec": TARGETS,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "memory_gb": round(psutil.virtual_memory().total / GB, 1),
-        },
+        "machine": harness.machine(memory_gb=round(psutil.virtual_memory().total / GB, 1)),
         "summary": summary,
         "ratios": rat,
         "targets": check_targets(summary, rat),
@@ -777,7 +738,7 @@ def _default_rllib_python() -> str | None:
     explicit = os.environ.get("PPOMQ_BENCH_RLLIB_PYTHON")
     if explicit:
         return explicit
-    local = ROOT / ".venv-rllib" / "bin" / "python"
+    local = harness.REPO / ".venv-rllib" / "bin" / "python"
     return str(local) if local.exists() else None
 
 
@@ -796,8 +757,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="tiny step caps: a smoke run")
     parser.add_argument("--target", type=float, default=475.0, help="mean return to reach")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="where results go")
-    parser.add_argument("--lock", default=None, help="flock this file around each run")
+    parser.add_argument("--out", type=Path, default=harness.RESULTS, help="where results go")
+    harness.add_lock_option(parser)
     parser.add_argument("--rllib-python", default=_default_rllib_python(), help="RLlib venv python")
     parser.add_argument("--workdir", type=Path, default=None, help="run dirs (default: temp)")
     parser.add_argument(
@@ -806,8 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render is not None:
         doc = json.loads(args.render.read_text())
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "e2e.md").write_text(render_markdown(doc))
+        harness.write_markdown(args.out / "e2e.md", render_markdown(doc))
         plot(doc, args.out / "e2e.png")
         print(f"wrote {args.out / 'e2e.md'}, {args.out / 'e2e.png'}")
         return 0
@@ -826,8 +786,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"e2e: skipping {name}: {why}", flush=True)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ppomq-e2e-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    started_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    load1 = round(os.getloadavg()[0], 2)
+    started_at = harness.utc_now()
     records: list[RunRecord] = []
     t0 = time.monotonic()
     meta: dict[str, Any] = {
@@ -836,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": seeds,
         "rllib_seeds": rllib_seeds,
         "unavailable": unavailable,
-        "load1_before_runs": load1,
+        "load1_before_runs": harness.load1(),
     }
     for seed in range(seeds):
         for name in runnable:  # interleaved: A, B, C, A, B, C, ...
@@ -844,7 +803,7 @@ def main(argv: list[str] | None = None) -> int:
             if c.extra == "rllib" and seed >= rllib_seeds:
                 continue
             cap = c.quick_cap if args.quick else c.cap
-            with _Lock(args.lock):
+            with harness.BenchLock(args.lock):
                 rec = run_one(
                     c, seed, cap=cap, target=args.target, workdir=workdir,
                     rllib_python=args.rllib_python,
@@ -852,9 +811,9 @@ def main(argv: list[str] | None = None) -> int:
             records.append(rec)
             # Partial results survive an interrupted run (complete: false until the end).
             meta["elapsed_s"] = round(time.monotonic() - t0, 1)
-            args.out.mkdir(parents=True, exist_ok=True)
-            partial = build_doc(args, argv, records, runnable, meta)
-            (args.out / "e2e.json").write_text(json.dumps(partial, indent=2) + "\n")
+            harness.write_json(
+                args.out / "e2e.json", build_doc(args, argv, records, runnable, meta)
+            )
             status = (
                 f"steps {rec.steps_to_target or rec.env_steps}, "
                 f"from first step {rec.wall_from_first_step_s} s, from command "
@@ -871,11 +830,8 @@ def main(argv: list[str] | None = None) -> int:
     meta["complete"] = True
     meta["elapsed_s"] = round(time.monotonic() - t0, 1)
     doc = build_doc(args, argv, records, runnable, meta)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "e2e.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (args.out / "e2e.md").write_text(render_markdown(doc))
+    print(harness.write_results(args.out, "e2e", doc, render_markdown(doc)))
     png = plot(doc, args.out / "e2e.png")
-    print(render_markdown(doc))
     print(f"wrote {args.out / 'e2e.json'}, {args.out / 'e2e.md'}" + (f", {png}" if png else ""))
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)

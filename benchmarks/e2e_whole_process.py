@@ -3,14 +3,14 @@
     .venv/bin/python -m benchmarks.e2e_whole_process [--seeds 7] [--lock /tmp/ppomq-bench.lock]
         [--contender ppomq-async-2] [--out benchmarks/results]
 
-Issue 11: a user waits from the command's start until the prompt is back, so this times
+a user waits from the command's start until the prompt is back, so this times
 exactly that for both (benchmarks/e2e.py's `run_one`: the command as a user starts it, the
 clock from just before the fork to its exit): `ppomq train --target-return 475
 --eval-episodes 0` and SB3's zoo runner, each stopping once the mean of the last 20
 episodes reaches 475. Runs come in pairs on the same seed, the pair's order alternating
 (ppomq first on even seeds, SB3 first on odd ones) so that a drift in the machine's load
 hits both alike; the figure is the median of the per-pair ratios ppomq / SB3. For ppomq
-the launcher's phase timeline (logs/launcher.log, ppomq.core.timeline) splits its time into
+the launcher's phase timeline (the run's events, ppomq.core.timeline) splits its time into
 start-up (command to first env step), training, and shutdown (last update to exit).
 
 With `--before-src DIR` each pair becomes a triple: the same `ppomq train` command once
@@ -22,7 +22,8 @@ ppomq.actor, ppomq.learner and ppomq.weightserver (how pyproject maps them), e.g
       ln -s ../../services/weightserver weightserver
 
 so that before and after run on the same seeds under the same load. Its overhead comes from
-its run dir (first env step in the actor logs, last update in progress.csv).
+its run dir (ppomq.core.timeline: first env step and last update from its events, or from
+the actor logs and progress.csv of a checkout that wrote none).
 
 Writes e2e_whole_process.json and .md to --out.
 """
@@ -32,21 +33,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import harness
 from benchmarks.e2e import (
     CONTENDED_CORES,
     CONTENDERS,
-    RESULTS,
     RunRecord,
-    _Lock,
     availability,
     run_one,
 )
@@ -55,13 +53,12 @@ from ppomq.core.timeline import first_env_step_unix, last_update_unix, read_time
 BASELINE = "sb3"
 BEFORE = "before"
 LABELS = {BASELINE: "SB3", BEFORE: "before"}
-GOAL_RATIO = 0.5  # issue 11: whole-process time at most half of SB3's
-GOAL_OVERHEAD_S = 2.0  # issue 11: start-up + shutdown under 2 s
+GOAL_RATIO = 0.5  # whole-process time at most half of SB3's
+GOAL_OVERHEAD_S = 2.0  # start-up + shutdown under 2 s
 
 
 def _med(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None]
-    return round(statistics.median(vals), 3) if vals else None
+    return harness.median(values, digits=3)
 
 
 def _range(values: list[float | None]) -> str:
@@ -105,7 +102,7 @@ def measure_pair(
         if who == BEFORE:
             os.environ["PYTHONPATH"] = str(before_src)  # run_one passes our environment on
         try:
-            with _Lock(lock):
+            with harness.BenchLock(lock):
                 rec = run_one(c, seed, cap=c.cap, target=target, workdir=where,
                               rllib_python=None)  # fmt: skip
         finally:
@@ -306,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=7, help="pairs, on seeds 0..N-1")
     parser.add_argument("--contender", default="ppomq-async-2", help="the ppomq contender")
     parser.add_argument("--target", type=float, default=475.0)
-    parser.add_argument("--lock", default=None, help="flock this file around each run")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    harness.add_lock_option(parser)
+    parser.add_argument("--out", type=Path, default=harness.RESULTS)
     parser.add_argument(
         "--before-src", default=None, help="an older checkout's src/ to run as a third contender"
     )
@@ -318,17 +315,15 @@ def main(argv: list[str] | None = None) -> int:
         doc = json.loads(args.render.read_text())
         if args.note:
             doc["note"] = args.note
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "e2e_whole_process.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (args.out / "e2e_whole_process.md").write_text(render_markdown(doc))
+        harness.write_results(args.out, "e2e_whole_process", doc, render_markdown(doc))
         return 0
     for who in (args.contender, BASELINE):
         why = availability(CONTENDERS[who], None)
         if why:
             parser.error(f"{who}: {why}")
     workdir = Path(tempfile.mkdtemp(prefix="ppomq-whole-"))
-    started_at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-    load1 = round(os.getloadavg()[0], 2)
+    started_at = harness.utc_now()
+    load_before = harness.load1()
     pairs = []
     for seed in range(args.seeds):
         pair = measure_pair(args.contender, seed, target=args.target, workdir=workdir,
@@ -343,30 +338,21 @@ def main(argv: list[str] | None = None) -> int:
         )
     doc = {
         "benchmark": "e2e-whole-process",
-        "command": "python -m benchmarks.e2e_whole_process "
-        + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": harness.command_line("e2e_whole_process", argv),
         "started_at": started_at,
         "contender": args.contender,
         "target": args.target,
         "lock": args.lock,
         "before_src": args.before_src,
         "note": args.note,
-        "load1_before_runs": load1,
-        "load1_after_runs": round(os.getloadavg()[0], 2),
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "load1_before_runs": load_before,
+        "load1_after_runs": harness.load1(),
+        "machine": harness.machine(),
         "goals": {"ratio_max": GOAL_RATIO, "overhead_s_max": GOAL_OVERHEAD_S},
         "summary": summarise(pairs, args.contender),
         "pairs": pairs,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "e2e_whole_process.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = render_markdown(doc)
-    (args.out / "e2e_whole_process.md").write_text(md)
-    print(md)
+    print(harness.write_results(args.out, "e2e_whole_process", doc, render_markdown(doc)))
     shutil.rmtree(workdir, ignore_errors=True)
     return 0 if doc["summary"]["ok_pairs"] else 1
 

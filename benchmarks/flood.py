@@ -1,4 +1,4 @@
-"""Learner updates per second under a flood of junk (issue 17), CURVE off and on.
+"""Learner updates per second under a flood of junk, CURVE off and on.
 
     .venv/bin/python -m benchmarks.flood --lock /tmp/ppomq-bench.lock [--rounds 3]
 
@@ -10,7 +10,7 @@ windows of `--window-s` seconds each, in an order that rotates round by round:
 - control: a helper process burns one CPU core in a busy loop and sends nothing: what the
   learner and actors lose to a flooder's core alone, on a machine with few cores;
 - flood: the same helper sends, as fast as it can, a cycle of 2,000 hostile messages (the
-  mix of tests/ops/test_flood.py: malformed ones from tests/proto/badmsgs.py, stale batches
+  mix of tests/ops/test_flood.py: malformed ones from benchmarks/messages/badmsgs.py, stale batches
   under its own id, spoofs under an honest actor's id with seq 2^64-1), from a client
   holding a valid, allowed key under CURVE. Sends block on the high-water mark, so its rate
   is what one process can send or the learner will read, whichever is lower.
@@ -26,12 +26,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import fcntl
 import json
 import multiprocessing as mp
 import os
-import platform
-import shlex
 import statistics
 import subprocess
 import sys
@@ -46,6 +43,9 @@ import msgpack
 import numpy as np
 import redis
 
+from benchmarks import harness
+from benchmarks.messages.badmsgs import Generator, RngSource
+from benchmarks.messages.factory import make_batch
 from ppomq.core.envs import rollout_spec_for
 from ppomq.core.store.embedded import EmbeddedRedis, free_port
 from ppomq.core.store.keys import RunKeys
@@ -53,8 +53,6 @@ from ppomq.core.transport.curvezmq import client_from_settings, key_suffix
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import Reason, encode
 
-RESULTS = Path(__file__).parent / "results"
-REPO = Path(__file__).resolve().parents[1]
 PPOMQ = [sys.executable, "-m", "ppomq.cli"]
 ROLLOUT = ["--num-envs", "4", "--num-steps", "32"]  # tests/ops/services.py's
 LEARNER_SMALL = ["--update-epochs", "4", "--minibatch-size", "128", "--eval-episodes", "0"]
@@ -71,10 +69,6 @@ RUN_ID = "flood-bench"
 
 
 def _messages(victim: str, own_id: str) -> list[list[Any]]:
-    sys.path.insert(0, str(REPO))  # tests.proto: the bad-message catalogue
-    from tests.proto.badmsgs import Generator, RngSource
-    from tests.proto.factory import make_batch
-
     spec = rollout_spec_for("CartPole-v1", run_id=RUN_ID, num_steps=T, max_bytes=MAX_MESSAGE)
     gen = Generator(spec, np.random.default_rng(17))
     src = RngSource(np.random.default_rng(1717))
@@ -217,8 +211,7 @@ class System:
 def window(system: System, mode: str, window_s: float, victim: str) -> dict[str, Any]:
     """One measured window; the helper prepares before it starts."""
     rejects0 = Counter(system.stats().get("rejects", {}))
-    load = os.getloadavg()[0]
-    out: dict[str, Any] = {"mode": mode, "load1_before": round(load, 2)}
+    out: dict[str, Any] = {"mode": mode, "load1_before": harness.load1()}
     proc = None
     if mode != "unharmed":
         ctx = mp.get_context("spawn")
@@ -242,7 +235,7 @@ def window(system: System, mode: str, window_s: float, victim: str) -> dict[str,
     # Let the learner drain what it queued, then see what it counted.
     time.sleep(1.5)
     out["learner_counted"] = (Counter(system.stats().get("rejects", {})) - rejects0).total()
-    out["load1_after"] = round(os.getloadavg()[0], 2)
+    out["load1_after"] = harness.load1()
     return out
 
 
@@ -293,10 +286,10 @@ def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
 def markdown(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     lines = [
-        "# Learner updates per second under a flood of junk (issue 17)",
+        "# Learner updates per second under a flood of junk",
         "",
-        f"`{doc['command']}` on {doc['machine']['cpus']} CPUs ({doc['machine']['platform']}, "
-        f"Python {doc['machine']['python']}), {doc['date_utc']} UTC. {doc['rounds']} rounds, "
+        f"`{doc['command']}` on {harness.machine_line(doc['machine'])}, {doc['date_utc']}. "
+        f"{doc['rounds']} rounds, "
         f"each a fresh weightserver + learner + 2 CartPole actors (T={T}, N={N}, 4 epochs, "
         f"minibatch 128) on loopback, {doc['window_s']:g} s windows in rotating order "
         "(unharmed, control, flood); medians over the rounds. Control: the helper process "
@@ -337,47 +330,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--window-s", type=float, default=8.0)
     p.add_argument("--curve", choices=["off", "on", "both"], default="both")
     p.add_argument("--quick", action="store_true", help="1 round, 2 s windows (smoke test)")
-    p.add_argument("--out", default=str(RESULTS))
-    p.add_argument("--lock", default=None, help="flock this file around each round")
+    p.add_argument("--out", default=str(harness.RESULTS))
+    harness.add_lock_option(p)
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.window_s = 1, 2.0
     curves = {"off": [False], "on": [True], "both": [False, True]}[args.curve]
     windows: list[dict[str, Any]] = []
-    load_first = round(os.getloadavg()[0], 2)
+    load_first = harness.load1()
     with tempfile.TemporaryDirectory(prefix="ppomq-flood-") as tmp:
         for r in range(args.rounds):
             for curve in curves:
-                order = [MODES[(r + k) % 3] for k in range(3)]
                 root = Path(tmp) / f"r{r}-{'on' if curve else 'off'}"
                 root.mkdir()
-                with contextlib.ExitStack() as held:
-                    if args.lock:
-                        fh = held.enter_context(open(args.lock, "a"))
-                        fcntl.flock(fh, fcntl.LOCK_EX)  # released when fh closes
-                    got = run_round(root, curve, order, args.window_s)
+                with harness.BenchLock(args.lock):
+                    got = run_round(root, curve, harness.round_order(MODES, r), args.window_s)
                 for w in got:
                     w.update(curve="on" if curve else "off", round=r)
                     windows.append(w)
                     print(json.dumps(w), flush=True)
     doc = {
-        "command": shlex.join([".venv/bin/python", "-m", "benchmarks.flood",
-                               *(argv if argv is not None else sys.argv[1:])]),
-        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version()},
+        "command": harness.command_line("flood", argv),
+        "date_utc": harness.utc_now(),
+        "machine": harness.machine(),
         "rounds": args.rounds,
         "window_s": args.window_s,
         "load1_first": load_first,
-        "load1_last": round(os.getloadavg()[0], 2),
+        "load1_last": harness.load1(),
         "windows": windows,
         "summary": summarise(windows),
-    }  # fmt: skip
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "flood.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (out / "flood.md").write_text(markdown(doc))
-    print(markdown(doc))
+    }
+    print(harness.write_results(Path(args.out), "flood", doc, markdown(doc)))
     return doc
 
 

@@ -1,7 +1,7 @@
 """The learner's PPO update by `--torch-threads` (and `--device`): time per update.
 
-    flock -o /tmp/ppomq-bench.lock .venv/bin/python -m benchmarks.learner_threads \
-        [--threads 1,2] [--device cpu] [--rounds 7] [--updates 20] [--quick]
+    .venv/bin/python -m benchmarks.learner_threads [--threads 1,2] [--device cpu] \
+        [--rounds 7] [--updates 20] [--quick] [--lock /tmp/ppomq-bench.lock]
 
 The update PPOTrainer runs in the learner (`--gradients auto`: the analytic MLP path; with
 `--cases cnn`, autograd through the atari preset's Nature CNN update) on
@@ -17,25 +17,27 @@ Writes benchmarks/results/learner_threads.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
-import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from benchmarks.learner_update import ATARI_CASE, CASES, RESULTS, make_batch
+from benchmarks import harness
+from benchmarks.learner_update import ATARI_CASE, CASES, make_batch
 from ppomq.core.models import build_model
 from ppomq.learner.device import describe, resolve_device
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
 
 
-def time_updates(case: tuple, device: torch.device, updates: int, seed: int) -> float:
-    """Median seconds per update over `updates` updates after 3 warm-up updates."""
+def time_updates(
+    threads: int, seed: int, *, case: tuple, device: torch.device, updates: int
+) -> float:
+    """Median seconds per update with `threads` torch threads over `updates` updates after
+    3 warm-up updates."""
+    torch.set_num_threads(threads)
     _, spec, n_batches, t, n, overrides = case
     torch.manual_seed(seed)
     policy = build_model(spec)
@@ -58,18 +60,15 @@ def run(
     threads: list[int], device_choice: str, rounds: int, updates: int, which: str = "mlp"
 ) -> dict[str, Any]:
     device = resolve_device(device_choice)
-    load_before = os.getloadavg()
+    load_before = harness.load1()
     cases = {}
     for case in CASES if which == "mlp" else [ATARI_CASE]:
         name, _, n_batches, t, n, overrides = case
         cfg = PPOConfig(**overrides)
         samples = n_batches * t * n
         sgd_steps = cfg.update_epochs * max(1, round(samples / cfg.minibatch_size))
-        per: dict[int, list[float]] = {k: [] for k in threads}
-        for r in range(rounds):
-            for k in threads:  # interleaved: every thread count once per round
-                torch.set_num_threads(k)
-                per[k].append(time_updates(case, device, updates, seed=r))
+        timed = partial(time_updates, case=case, device=device, updates=updates)
+        per = harness.interleave(threads, rounds, timed, order="fixed")
         base = statistics.median(per[threads[0]])
         cases[name] = {
             "samples": samples,
@@ -86,12 +85,9 @@ def run(
         }
     return {
         "benchmark": "learner_threads",
-        "command": "flock -o /tmp/ppomq-bench.lock .venv/bin/python -m "
-        "benchmarks.learner_threads " + " ".join(sys.argv[1:]),
         "device": describe(device),
-        "machine": f"{platform.machine()}, {len(os.sched_getaffinity(0))} CPUs in the "
-        f"affinity mask, python {platform.python_version()}, torch {torch.__version__}",
-        "loadavg_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        "machine": harness.machine(),
+        "loadavg_before_after": [load_before, harness.load1()],
         "rounds": rounds,
         "updates_per_round": updates,
         "cases": cases,
@@ -104,7 +100,8 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"`{result['command']}`",
         "",
-        f"Device {result['device']}; {result['machine']}; 1-minute load average "
+        f"Device {result['device']}; {harness.machine_line(result['machine'])}; {result['date']}; "
+        "1-minute load average "
         f"{result['loadavg_before_after'][0]} before, {result['loadavg_before_after'][1]} "
         f"after (a shared machine). Median of {result['rounds']} interleaved rounds, each "
         f"the median of {result['updates_per_round']} updates; `--gradients auto` (the "
@@ -138,17 +135,20 @@ def main(argv: list[str] | None = None) -> None:
         help="mlp: learner_update's MLP cases; cnn: the atari preset's Nature CNN update "
         "(writes learner_threads_cnn.*)",
     )  # fmt: skip
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=harness.RESULTS)
+    harness.add_lock_option(parser)
     args = parser.parse_args(argv)
     rounds, updates = (1, 2) if args.quick else (args.rounds, args.updates)
     threads = [int(k) for k in args.threads.split(",")]
-    result = run(threads, args.device, rounds, updates, args.cases)
-    args.out.mkdir(parents=True, exist_ok=True)
+    with harness.BenchLock(args.lock):
+        result = run(threads, args.device, rounds, updates, args.cases)
+    result = {
+        "command": harness.command_line("learner_threads", argv),
+        "date": harness.utc_now(),
+        **result,
+    }
     stem = "learner_threads" + ("_cnn" if args.cases == "cnn" else "")
-    (args.out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
-    md = markdown(result)
-    (args.out / f"{stem}.md").write_text(md)
-    print(md)
+    print(harness.write_results(args.out, stem, result, markdown(result)))
 
 
 if __name__ == "__main__":

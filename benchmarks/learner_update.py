@@ -22,22 +22,21 @@ Writes benchmarks/results/learner_update.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from benchmarks import harness
 from ppomq.core.models import Policy, build_model
 from ppomq.learner.ppo_loss import ppo_loss
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
 from ppomq.proto import RolloutBatch
 
-RESULTS = Path(__file__).parent / "results"
 CARTPOLE = {"arch": "mlp", "obs_shape": [4], "action": {"kind": "categorical", "n": 2},
             "hidden": [64, 64], "activation": "tanh", "obs_norm": None}  # fmt: skip
 CHEETAH = {"arch": "mlp", "obs_shape": [17], "action": {"kind": "gaussian", "shape": [6]},
@@ -129,7 +128,7 @@ def make_trainer(engine: str, policy: Policy, overrides: dict[str, Any]) -> PPOT
                                                       **overrides))  # fmt: skip
 
 
-def time_updates(engine: str, case: tuple, updates: int, seed: int) -> float:
+def time_updates(engine: str, seed: int, *, case: tuple, updates: int) -> float:
     """Median seconds per update over `updates` updates after 3 warm-up updates."""
     _, spec, n_batches, t, n, overrides = case
     torch.manual_seed(seed)
@@ -154,10 +153,8 @@ def run(rounds: int, updates: int) -> dict[str, Any]:
         cfg = PPOConfig(**overrides)
         samples = n_batches * t * n
         sgd_steps = cfg.update_epochs * max(1, round(samples / cfg.minibatch_size))
-        per_update: dict[str, list[float]] = {e: [] for e in ENGINES}
-        for r in range(rounds):
-            for engine in ENGINES:  # interleaved: every engine once per round
-                per_update[engine].append(time_updates(engine, spec_case, updates, seed=r))
+        timed = partial(time_updates, case=spec_case, updates=updates)
+        per_update = harness.interleave(ENGINES, rounds, timed, order="fixed")
         case = {"name": name, "samples": samples, "sgd_steps_per_update": sgd_steps,
                 "engines": {}}  # fmt: skip
         base = statistics.median(per_update[BASELINE])
@@ -173,8 +170,7 @@ def run(rounds: int, updates: int) -> dict[str, Any]:
         cases[name] = case
     return {
         "benchmark": "learner_update",
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} torch thread, "
-        f"python {platform.python_version()}, torch {torch.__version__}",
+        "machine": harness.machine(torch_threads=torch.get_num_threads()),
         "rounds": rounds,
         "updates_per_round": updates,
         "baseline": BASELINE,
@@ -186,7 +182,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [
         "# Learner update: time per PPO update and per SGD step",
         "",
-        f"`python -m benchmarks.learner_update` — {result['machine']}; median of "
+        f"`{result['command']}` — {harness.machine_line(result['machine'])}, "
+        f"{result['machine']['torch_threads']} torch thread; median of "
         f"{result['rounds']} interleaved rounds (each the median of "
         f"{result['updates_per_round']} updates). Ratios against `{result['baseline']}`.",
         "",
@@ -210,15 +207,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="1 round of 2 updates (smoke)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=harness.RESULTS)
+    harness.add_lock_option(parser)
     args = parser.parse_args(argv)
     rounds, updates = (1, 2) if args.quick else (args.rounds, args.updates)
-    result = run(rounds, updates)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "learner_update.json").write_text(json.dumps(result, indent=2) + "\n")
-    md = markdown(result)
-    (args.out / "learner_update.md").write_text(md)
-    print(md)
+    with harness.BenchLock(args.lock):
+        result = run(rounds, updates)
+    result = {
+        "command": harness.command_line("learner_update", argv),
+        "date": harness.utc_now(),
+        **result,
+    }
+    print(harness.write_results(args.out, "learner_update", result, markdown(result)))
 
 
 if __name__ == "__main__":

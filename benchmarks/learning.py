@@ -1,4 +1,4 @@
-"""Learning and speed against peers: MuJoCo (issue 13) and Atari (issue 18); memory (19).
+"""Learning and speed against peers: MuJoCo and Atari; memory.
 
     .venv/bin/python -m benchmarks.learning learning       # ppomq: HalfCheetah, Hopper,
                                                          # Walker2d (-v5), seeds 1,2,3, 1M steps
@@ -61,26 +61,20 @@ from __future__ import annotations
 
 import argparse
 import csv
-import fcntl
 import json
-import os
-import platform
 import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-WORKDIR = ROOT / "runs" / "bench-learning"
-LOCK = "/tmp/ppomq-bench.lock"
+from benchmarks import harness
+from benchmarks.contenders.common import thin
+
+WORKDIR = harness.REPO / "runs" / "bench-learning"
 
 LEARNING_TASKS = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5")
 SIDE_BY_SIDE_TASKS = ("HalfCheetah-v5",)
@@ -99,7 +93,7 @@ _MEMORY_CMD = (
 PPOMQ_VARIANTS = {
     "ppomq-lstm": _MEMORY_CMD.replace("ARCH", "lstm"),
     "ppomq-mlp": _MEMORY_CMD.replace("ARCH", "mlp"),
-    # Issue 19: the mujoco-fast preset (Sample Factory's gradient work, CleanRL's model).
+    # the mujoco-fast preset (Sample Factory's gradient work, CleanRL's model).
     "ppomq-fast": (
         ".venv/bin/ppomq train --preset mujoco-fast --env-id {env_id} --total-steps "
         "{total_steps} --seed {seed} --run-dir {run_dir} --eval-episodes {eval_episodes}"
@@ -122,7 +116,7 @@ MODES: dict[str, dict[str, Any]] = {
         "seeds": (1, 2),
         "contenders": ("ppomq", "cleanrl", "sb3", "sf"),
     },
-    # Issue 18: SB3 takes over an hour per 1M steps here, so it runs seed 1 only (--seeds).
+    # SB3 takes over an hour per 1M steps here, so it runs seed 1 only (--seeds).
     "atari": {"tasks": ATARI_TASKS, "seeds": (1, 2), "contenders": ("ppomq", "sb3", "sf")},
     "memory": {
         "tasks": MEMORY_TASKS,
@@ -142,7 +136,7 @@ DEFAULT_ATARI_PPOMQ_CMD = (
     ".venv/bin/ppomq train --preset atari --env-id {env_id} --total-steps {total_steps} "
     "--seed {seed} --run-dir {run_dir} --eval-episodes {eval_episodes} --torch-threads 2"
 )
-# CleanRL's published ppo_continuous_action returns at 1M steps on the -v4 tasks, as issue 13
+# CleanRL's published ppo_continuous_action returns at 1M steps on the -v4 tasks
 # quotes them (docs.cleanrl.dev, ppo_continuous_action.py): the learning mode's bar.
 CLEANRL_PUBLISHED_1M = {"HalfCheetah": 1440.0, "Hopper": 2380.0, "Walker2d": 2290.0}
 GOAL_RATIO = 0.5  # issues 13 and 18: ppomq at most half a peer's wall time
@@ -217,9 +211,9 @@ class Tools:
     """How each contender is started (from the command line)."""
 
     ppomq_cmd: str = DEFAULT_PPOMQ_CMD
-    cleanrl_python: str = str(ROOT / ".venv-cleanrl" / "bin" / "python")
+    cleanrl_python: str = str(harness.REPO / ".venv-cleanrl" / "bin" / "python")
     sb3_python: str = sys.executable
-    sf_python: str = str(ROOT / ".venv-sf" / "bin" / "python")
+    sf_python: str = str(harness.REPO / ".venv-sf" / "bin" / "python")
     eval_episodes: int = EVAL_EPISODES
 
     def python(self, contender: str) -> str:
@@ -268,9 +262,9 @@ def check_tools(contenders: list[str], tools: Tools, mode: str = "side-by-side")
     for c in filter(is_ppomq, contenders):
         template = PPOMQ_VARIANTS.get(c, tools.ppomq_cmd)
         exe = shlex.split(template)[0] if template.strip() else ""
-        if not ((ROOT / exe).exists() or shutil.which(exe)):
+        if not ((harness.REPO / exe).exists() or shutil.which(exe)):
             raise BenchError(
-                f"{c}'s command starts {exe!r}, which is neither under {ROOT} nor on PATH"
+                f"{c}'s command starts {exe!r}, which is neither under {harness.REPO} nor on PATH"
             )
     if "cleanrl" in contenders and not Path(tools.cleanrl_python).exists():
         raise BenchError(
@@ -296,64 +290,6 @@ def check_tools(contenders: list[str], tools: Tools, mode: str = "side-by-side")
 # --- running one --------------------------------------------------------------------------
 
 
-class FileLock:
-    """An exclusive flock for one run; measures how long it waited for others' runs."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path, self.fh, self.waited_s = path, None, 0.0
-
-    def __enter__(self) -> FileLock:
-        if self.path:
-            t0 = time.monotonic()
-            self.fh = open(self.path, "a")  # closed in __exit__
-            fcntl.flock(self.fh, fcntl.LOCK_EX)
-            self.waited_s = round(time.monotonic() - t0, 3)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.fh is not None:
-            fcntl.flock(self.fh, fcntl.LOCK_UN)
-            self.fh.close()
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def run_process(argv: list[str], run_dir: Path, timeout_s: float) -> dict[str, Any]:
-    """Start `argv` in its own session and wait for it; on a timeout or Ctrl-C the whole
-    process group goes (ppomq's learner, actors and Redis with it)."""
-    out = {"command": shlex.join(argv), "load_before": _load(), "error": None}
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(run_dir / "stdout.txt", "wb") as so, open(run_dir / "stderr.txt", "wb") as se:
-        t_cmd = time.time()
-        proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            stdout=so,
-            stderr=se,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
-        try:
-            code = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            code = proc.wait()
-            out["error"] = f"timed out after {timeout_s:.0f} s"
-        except BaseException:  # Ctrl-C: no orphaned trainers
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise
-        t_exit = time.time()
-    out.update(t_cmd=t_cmd, exit_code=code, command_s=round(t_exit - t_cmd, 3), load_after=_load())
-    if code != 0 and out["error"] is None:
-        tail = (run_dir / "stderr.txt").read_text(errors="replace")[-600:].strip()
-        out["error"] = f"exit {code}: {tail}"
-    return out
-
-
 def run_job(job: Job, tools: Tools, workdir: Path, lock: str | None, timeout_s: float) -> dict:
     """One run, under the lock, as a result record (ok False, with the error, on failure)."""
     run_dir = workdir / job.mode / job.name
@@ -365,10 +301,10 @@ def run_job(job: Job, tools: Tools, workdir: Path, lock: str | None, timeout_s: 
         env_id=env_for(job.contender, job.task),
         run_dir=str(run_dir),
         ok=False,
-        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        started_at=harness.utc_now(),
     )
-    with FileLock(lock) as fl:
-        proc = run_process(argv, run_dir, timeout_s)
+    with harness.BenchLock(lock) as fl:
+        proc = harness.run_command(argv, run_dir, timeout_s)
     rec["lock_wait_s"] = fl.waited_s
     t_cmd = proc.pop("t_cmd")
     rec.update(proc)
@@ -386,16 +322,6 @@ def run_job(job: Job, tools: Tools, workdir: Path, lock: str | None, timeout_s: 
 # --- reading a run's results ----------------------------------------------------------------
 
 
-def thin(rows: list[Any], limit: int = CURVE_POINTS) -> list[Any]:
-    """At most `limit` rows, evenly spaced, the last always kept."""
-    if len(rows) <= limit:
-        return list(rows)
-    step = len(rows) / limit
-    out = [rows[int(i * step)] for i in range(limit)]
-    out[-1] = rows[-1]
-    return out
-
-
 def curve(episodes: list[tuple[int, float, float]], t_cmd: float) -> list[list[float]]:
     """[[env_steps, s since the command, return, mean of the last 20]], thinned after the
     running mean is taken (so the mean is over every episode)."""
@@ -405,7 +331,7 @@ def curve(episodes: list[tuple[int, float, float]], t_cmd: float) -> list[list[f
         rows.append(
             [int(steps), round(unix - t_cmd, 2), round(ret, 2), round(sum(window) / len(window), 2)]
         )
-    return thin(rows)
+    return thin(rows, CURVE_POINTS)
 
 
 def sps(env_steps: int, seconds: float | None) -> float | None:
@@ -458,7 +384,7 @@ def _ppomq_last_update(run_dir: Path, summary: dict[str, Any], learner_t0: float
 
 
 def _ppomq_startup(run_dir: Path, t_cmd: float) -> float | None:
-    """Command to the first env step any actor logged (ppomq.core.timeline)."""
+    """Command to the first env step any actor took (its events, ppomq.core.timeline)."""
     from ppomq.core.timeline import first_env_step_unix
 
     first = first_env_step_unix(run_dir)
@@ -600,30 +526,14 @@ def load_doc(path: Path, mode: str) -> dict[str, Any]:
     return {"benchmark": name, "mode": mode, "runs": [], "invocations": []}
 
 
-def machine() -> dict[str, Any]:
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpus": os.cpu_count(),
-    }
-
-
-def write_json(path: Path, doc: dict[str, Any]) -> None:
-    """Whole or not at all: an interrupted write leaves the previous file."""
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
 def save(doc: dict[str, Any], out: Path) -> dict[str, Path]:
     """Recompute the summary and rewrite the JSON, the table and the curves."""
     out.mkdir(parents=True, exist_ok=True)
     paths = result_paths(out, doc["mode"])
     doc["summary"] = summarise(doc["runs"])
-    doc["machine"] = machine()
-    doc["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    write_json(paths["json"], doc)
-    paths["md"].write_text(render_markdown(doc))
+    doc["machine"] = harness.machine()
+    doc["updated_at"] = harness.utc_now()
+    harness.write_results(out, paths["json"].stem, doc, render_markdown(doc))
     if plot(doc, paths["png"]) is None:
         paths.pop("png")
     return paths
@@ -680,7 +590,7 @@ def _ratio_lines(entry: dict[str, Any]) -> list[str]:
 
 
 def _goal_lines(entry: dict[str, Any]) -> list[str]:
-    """Issue 13's side-by-side goal: ppomq at least 2x faster than each peer, at equal or
+    """The side-by-side goal: ppomq at least 2x faster than each peer, at equal or
     better final return."""
     cs = entry["contenders"]
     if "ppomq" not in cs:
@@ -696,11 +606,11 @@ def _goal_lines(entry: dict[str, Any]) -> list[str]:
             f"(goal <= {GOAL_RATIO}) {'met' if fast else 'not met'}; final return "
             f"{_f(a)} vs {_f(b)} {'(>=, met)' if good else '(below)'}"
         )
-    return ["", "Goal (issue 13):", "", *lines, *_sf_goal_lines(entry)]
+    return ["", "Goal:", "", *lines, *_sf_goal_lines(entry)]
 
 
 def _sf_goal_lines(entry: dict[str, Any]) -> list[str]:
-    """Issue 19's goal: ppomq faster than Sample Factory from command to exit at 1M steps,
+    """The goal: ppomq faster than Sample Factory from command to exit at 1M steps,
     at least at its return (here: the median over seeds, and the mean, whose spread the
     table shows), for each ppomq contender that ran."""
     cs = entry["contenders"]
@@ -719,7 +629,7 @@ def _sf_goal_lines(entry: dict[str, Any]) -> list[str]:
             f"({'faster, met' if r is not None and r < 1 else 'not faster'}); final return "
             + ", ".join(verdicts)
         )
-    return ["", "Goal (issue 19), against Sample Factory:", "", *lines]
+    return ["", "Goal, against Sample Factory:", "", *lines]
 
 
 def time_to(curve_rows: list[list[float]], target: float) -> float | None:
@@ -729,7 +639,7 @@ def time_to(curve_rows: list[list[float]], target: float) -> float | None:
 
 
 def _atari_goal_lines(entry: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
-    """Issue 18's goal: ppomq's return at the end at least SB3's in at most half SB3's wall
+    """The goal: ppomq's return at the end at least SB3's in at most half SB3's wall
     time, and faster than Sample Factory to the same return (the lower of the two finals:
     the return both reached; times are medians over seeds)."""
     cs = entry["contenders"]
@@ -769,11 +679,11 @@ def _atari_goal_lines(entry: dict[str, Any], runs: list[dict[str, Any]]) -> list
                 f"({'faster: met' if met else 'not faster: not met'}); final return "
                 f"{_f(a, '{:.1f}')} vs {_f(b, '{:.1f}')}"
             )
-    return ["", "Goal (issue 18):", "", *lines] if lines else []
+    return ["", "Goal:", "", *lines] if lines else []
 
 
 def _memory_goal_lines(entry: dict[str, Any], runs: list[dict[str, Any]]) -> list[str]:
-    """Issue 19's goal: the LSTM reaches 475 on the masked task and the MLP does not."""
+    """The goal: the LSTM reaches 475 on the masked task and the MLP does not."""
     key = (entry["task"], entry["total_steps"])
     own = [r for r in runs if r.get("ok") and (r["task"], r["total_steps"]) == key]
     lines = []
@@ -786,7 +696,7 @@ def _memory_goal_lines(entry: dict[str, Any], runs: list[dict[str, Any]]) -> lis
             f"seeds (at {', '.join(f'{s:,}' for s in sorted(steps)) or 'no'} env steps); best "
             f"running mean per seed {', '.join(_f(b) for b in best)}"
         )
-    goal = f"Goal (issue 19): the LSTM reaches {MEMORY_TARGET:g}, the MLP does not."
+    goal = f"Goal: the LSTM reaches {MEMORY_TARGET:g}, the MLP does not."
     return ["", goal, "", *lines]
 
 
@@ -887,12 +797,9 @@ def plot(doc: dict[str, Any], path: Path) -> Path | None:
     entries = groups(doc["runs"])
     if not entries:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(entries), 2, figsize=(13, 4.2 * len(entries)), squeeze=False)
+    fig, axes = harness.pyplot().subplots(
+        len(entries), 2, figsize=(13, 4.2 * len(entries)), squeeze=False
+    )
     colors = {c: f"C{i}" for i, c in enumerate(CONTENDERS)}
     styles = ("-", "--", ":", "-.")
     for (ax_s, ax_t), ((task, steps), by) in zip(axes, sorted(entries.items()), strict=True):
@@ -916,9 +823,7 @@ def plot(doc: dict[str, Any], path: Path) -> Path | None:
             ax.grid(alpha=0.3)
         ax_s.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return harness.save_figure(fig, path, dpi=90)
 
 
 # --- main -----------------------------------------------------------------------------------------
@@ -937,7 +842,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seeds", help="comma-separated (learning: 1,2,3; side-by-side: 1,2)")
     p.add_argument("--tasks", help="comma-separated env ids (default: the mode's)")
     p.add_argument("--contenders", help=f"comma-separated, from {','.join(CONTENDERS)}")
-    p.add_argument("--out", type=Path, default=RESULTS, help="where the results go")
+    p.add_argument("--out", type=Path, default=harness.RESULTS, help="where the results go")
     p.add_argument("--workdir", type=Path, default=WORKDIR, help="where run dirs go")
     p.add_argument(
         "--ppomq-cmd",
@@ -946,7 +851,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--cleanrl-python", default=Tools.cleanrl_python)
     p.add_argument("--sf-python", default=Tools.sf_python)
-    p.add_argument("--lock", default=LOCK, help="flock this file around each run ('' : none)")
+    harness.add_lock_option(p, default=harness.LOCK_PATH)
     p.add_argument("--timeout-s", type=float, default=4 * 3600.0, help="per run")
     p.add_argument(
         "--resume",
@@ -989,7 +894,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     doc["invocations"] = [
         *doc.get("invocations", []),
-        "python -m benchmarks.learning " + shlex.join(argv or sys.argv[1:]),
+        harness.command_line("learning", argv),
     ]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already recorded; {len(todo)} to run")
     try:

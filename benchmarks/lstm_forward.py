@@ -24,23 +24,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import random
 import statistics
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from benchmarks import harness
 from ppomq.core.models import build_model
 from ppomq.core.models.lstm import LSTMActorCritic, LSTMFunctional
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SPEC = {"arch": "lstm", "encoder": "mlp", "obs_shape": [2],
         "action": {"kind": "categorical", "n": 2}, "hidden": [64], "activation": "tanh",
         "obs_norm": None, "lstm_size": 64}  # fmt: skip
@@ -96,18 +92,38 @@ def max_error(model: LSTMActorCritic) -> float:
         return max(float((a - b).abs().max()) for a, b in zip(ref, got, strict=True))
 
 
-def main() -> None:
+def burst_us(step: Step, inputs: tuple[np.ndarray, ...], calls: int) -> float:
+    """The median microseconds of `calls` back-to-back calls."""
+    times = []
+    for _ in range(calls):
+        s = time.perf_counter_ns()
+        step(*inputs)
+        times.append((time.perf_counter_ns() - s) / 1e3)
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="3 rounds of short bursts (a smoke run)")
     ap.add_argument("--rounds", type=int, default=9)
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args()
+    ap.add_argument("--out", type=Path, default=harness.RESULTS)
+    harness.add_lock_option(ap)
+    args = ap.parse_args(argv)
     rounds, burst = (3, 5) if args.quick else (args.rounds, 200)
+    with harness.BenchLock(args.lock):
+        doc = measure(rounds, burst, harness.command_line("lstm_forward", argv))
+    if args.quick:
+        print(json.dumps(doc, indent=2))
+        return
+    print(harness.write_results(args.out, "lstm_forward", doc, _markdown(doc)))
 
+
+def measure(rounds: int, burst: int, command: str) -> dict[str, Any]:
+    """Every path's figures at every batch size, and what they were measured on."""
     torch.set_num_threads(1)  # as services/actor does
     torch.manual_seed(0)
     model = build_model(SPEC).eval()
-    load_before = os.getloadavg()[0]
+    load_before = harness.load1()
     steps = paths(model)
     error = max_error(model)
     rng = np.random.default_rng(0)
@@ -123,19 +139,11 @@ def main() -> None:
         for n in SIZES:
             for _ in range(5):
                 step(*inputs[n])
-
-    times: dict[tuple[str, int], list[float]] = {(p, n): [] for p in steps for n in SIZES}
-    order = list(times)
-    for _ in range(rounds):
-        random.shuffle(order)
-        for name, n in order:
-            step, args_n, burst_us = steps[name], inputs[n], []
-            for _ in range(burst):
-                s = time.perf_counter_ns()
-                step(*args_n)
-                burst_us.append((time.perf_counter_ns() - s) / 1e3)
-            times[(name, n)].append(statistics.median(burst_us))
-    load_after = os.getloadavg()[0]
+    times = harness.interleave(
+        [(p, n) for p in steps for n in SIZES], rounds,
+        lambda key, _r: burst_us(steps[key[0]], inputs[key[1]], burst), order="shuffle",
+    )  # fmt: skip
+    load_after = harness.load1()
 
     results = []
     for name in steps:
@@ -148,19 +156,15 @@ def main() -> None:
                 "max_us": round(max(us), 1),
             }
         results.append(row)
-    doc = {
+    return {
         "benchmark": "lstm_forward",
-        "command": "python -m benchmarks.lstm_forward",
-        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
-            "loadavg_1m_before": round(load_before, 2),
-            "loadavg_1m_after": round(load_after, 2),
-        },
+        "command": command,
+        "date": harness.utc_now(),
+        "machine": harness.machine(
+            torch_threads=torch.get_num_threads(),
+            loadavg_1m_before=load_before,
+            loadavg_1m_after=load_after,
+        ),
         "spec": SPEC,
         "mlp_spec": MLP_SPEC,
         "rounds": rounds,
@@ -169,13 +173,6 @@ def main() -> None:
         "functional_correct": error <= TOLERANCE,
         "results": results,
     }
-    if args.quick:
-        print(json.dumps(doc, indent=2))
-        return
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "lstm_forward.json").write_text(json.dumps(doc, indent=2) + "\n")
-    (args.out / "lstm_forward.md").write_text(_markdown(doc))
-    print(_markdown(doc))
 
 
 def _markdown(doc: dict[str, Any]) -> str:

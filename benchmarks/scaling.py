@@ -28,10 +28,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -40,10 +38,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks import harness
 from benchmarks.actor_efficiency import SystemRun, cpu_seconds, cpu_share
 from benchmarks.envs import DEFAULT_STEP_S, SLEEP_ENV_SPEC, STEP_S_VAR
-
-RESULTS = Path(__file__).parent / "results"
 
 # The learner must not be the bottleneck (see the module docstring).
 COMMON_FLAGS = ["--batches-per-version", "0", "--update-epochs", "1", "--minibatch-size", "0"]
@@ -155,12 +152,7 @@ def summarize(points: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def plot(summary: dict[str, list[dict[str, Any]]], path: Path, cpus: int) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4.5), dpi=110)
+    fig, ax = harness.pyplot().subplots(figsize=(6.5, 4.5))
     wmax = max(r["workers"] for rows in summary.values() for r in rows)
     ax.plot([1, wmax], [1, wmax], "k--", lw=1, label="ideal (S = W)")
     for env, rows in summary.items():
@@ -183,8 +175,7 @@ def plot(summary: dict[str, list[dict[str, Any]]], path: Path, cpus: int) -> Non
     ax.legend(loc="upper left", fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    harness.save_figure(fig, path, dpi=110)
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -192,7 +183,7 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Scaling",
         "",
-        f"`{m['command']}` on {m['machine']} ({m['cpus']} CPUs). Each point: one "
+        f"`{m['command']}` on {harness.machine_line(m['machine'])}. Each point: one "
         f"`ppomq train --actors W` with N={m['num_envs']}, T={m['num_steps']}, "
         f"`{' '.join(COMMON_FLAGS)}`; throughput = env steps reaching the learner per "
         f"second over a {m['window_s']:g} s window after all W actors were producing "
@@ -241,8 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--quick", action="store_true", help="W=1,2, one repeat, 2 s windows (smoke test)"
     )
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=harness.RESULTS)
     p.add_argument("--workdir", type=Path, default=None, help="run dirs (default: a temp dir)")
+    harness.add_lock_option(p)
     args = p.parse_args(argv)
     if args.quick:
         args.workers, args.repeats, args.window_s, args.settle_s = "1,2", 1, 2.0, 0.5
@@ -256,31 +248,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ppomq-scaling-")
         args.workdir = Path(tmp.name)
-    points = []
+
+    def run(point: tuple[int, str], rep: int) -> dict[str, Any]:
+        w, env = point
+        pt = measure(env, w, args, rep)
+        print(
+            f"{env:>8} W={w:<2} rep {rep}: {pt['sps']:9,.0f} env steps/s "
+            f"(learner waiting {pt['learner_wait_share'] or 0:.0%}, "
+            f"start-up {pt['startup_s']:.1f} s)",
+            flush=True,
+        )
+        return pt
+
     try:
         # Interleaved: each repeat sweeps W, alternating envs, so that slow drifts of the
         # shared machine spread over every point rather than over one env or one W.
-        for rep in range(args.repeats):
-            for w in workers:
-                for env in envs:
-                    pt = measure(env, w, args, rep)
-                    points.append(pt)
-                    print(
-                        f"{env:>8} W={w:<2} rep {rep}: {pt['sps']:9,.0f} env steps/s "
-                        f"(learner waiting {pt['learner_wait_share'] or 0:.0%}, "
-                        f"start-up {pt['startup_s']:.1f} s)",
-                        flush=True,
-                    )
+        grid = [(w, env) for w in workers for env in envs]
+        by_point = harness.interleave(grid, args.repeats, run, order="fixed", lock=args.lock)
     finally:
         if tmp is not None:
             tmp.cleanup()
+    points = [pt for pts in by_point.values() for pt in pts]
     doc = {
         "meta": {
-            "command": "python -m benchmarks.scaling "
-            + " ".join(argv if argv is not None else sys.argv[1:]),
-            "machine": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
+            "command": harness.command_line("scaling", argv),
+            "machine": harness.machine(),
+            "date": harness.utc_now(),
             "num_envs": args.num_envs,
             "num_steps": args.num_steps,
             "step_ms": args.step_ms,
@@ -288,17 +281,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             "settle_s": args.settle_s,
             "repeats": args.repeats,
             "flags": COMMON_FLAGS,
-            "unix_time": time.time(),
         },
         "summary": summarize(points),
         "points": points,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scaling.json").write_text(json.dumps(doc, indent=2) + "\n")
-    plot(doc["summary"], args.out / "scaling.png", os.cpu_count() or 1)
-    md = markdown(doc)
-    (args.out / "scaling.md").write_text(md)
-    print(md)
+    harness.write_json(args.out / "scaling.json", doc)
+    plot(doc["summary"], args.out / "scaling.png", doc["meta"]["machine"]["cpus"])
+    print(harness.write_markdown(args.out / "scaling.md", markdown(doc)))
     return 0
 
 

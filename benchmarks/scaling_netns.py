@@ -5,7 +5,7 @@ k8s overlay), on an I/O-bound env. Needs root and `ip netns`.
     sudo .venv/bin/python -m benchmarks.scaling_netns [--actors 1,2,4,8] [--modes async,sync]
         [--sources compose] [--updates 15]
 
-Each point is one fresh topology (tests/deploy/netns_scaling.py): Redis, weightserver,
+Each point is one fresh topology (benchmarks/deploy/netns_scaling.py): Redis, weightserver,
 learner and N actor hosts, started in compose's order with their compose (or k8s) env,
 changed only in the env id (benchmarks/envs.py's SleepEnv, 2 ms per step), the mode and the
 run length. Measured over `--updates` learner updates once every actor host has delivered
@@ -18,21 +18,15 @@ Writes benchmarks/results/scaling_netns.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
-import shlex
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.deploy.netns_scaling import STEP_S, measure, why_not
-from tests.deploy.test_multihost import open_lab
-
-RESULTS = Path(__file__).parent / "results"
+from benchmarks import harness
+from benchmarks.deploy.netns import open_lab
+from benchmarks.deploy.netns_scaling import STEP_S, measure, why_not
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -40,7 +34,7 @@ def markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Scaling across network hosts, with the shipped settings",
         "",
-        f"`{m['command']}` on {m['machine']} ({m['cpus']} CPUs); load average (1/5/15 min) "
+        f"`{m['command']}` on {harness.machine_line(m['machine'])}; load average (1/5/15 min) "
         f"{m['loadavg_before']} before, {m['loadavg_after']} after. Each row: one fresh "
         "topology, every service on its own network namespace with exactly the env of "
         f"{' / '.join(m['sources'])} (changed only in env id = SleepEnv, {m['step_ms']:g} ms "
@@ -76,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--modes", default="async,sync")
     p.add_argument("--sources", default="compose", help="compose, k8s or both")
     p.add_argument("--updates", type=int, default=15, help="updates measured per point")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=harness.RESULTS)
+    harness.add_lock_option(p)
     args = p.parse_args(argv)
     reason = why_not()
     if reason:
@@ -85,13 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = [int(n) for n in args.actors.split(",")]
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     sources = [s.strip() for s in args.sources.split(",") if s.strip()]
-    load0 = [round(x, 2) for x in os.getloadavg()]
+    load0 = harness.loadavg()
     points = []
     for source in sources:
         for mode in modes:
             base = None
             for n in counts:
                 with (
+                    harness.BenchLock(args.lock),
                     tempfile.TemporaryDirectory(prefix="ppomq-scale-netns-") as tmp,
                     open_lab(Path(tmp)) as lab,
                 ):
@@ -109,30 +105,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{r['window_waste']:.1%} (run {r['run_waste_ratio']:.1%})",
                     flush=True,
                 )
-    given = list(argv) if argv is not None else sys.argv[1:]
     doc = {
         "meta": {
-            "command": " ".join(
-                ["python", "-m", "benchmarks.scaling_netns", *map(shlex.quote, given)]
-            ),
-            "machine": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
+            "command": harness.command_line("scaling_netns", argv),
+            "machine": harness.machine(),
+            "date": harness.utc_now(),
             "sources": sources,
             "step_ms": STEP_S * 1000,
             "updates": args.updates,
             "actor_batch_samples": points[0]["actor_batch_samples"] if points else None,
             "loadavg_before": load0,
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-            "unix_time": time.time(),
+            "loadavg_after": harness.loadavg(),
         },
         "points": points,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "scaling_netns.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = markdown(doc)
-    (args.out / "scaling_netns.md").write_text(md)
-    print(md)
+    print(harness.write_results(args.out, "scaling_netns", doc, markdown(doc)))
     return 0
 
 

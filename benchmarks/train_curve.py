@@ -18,9 +18,10 @@ load hits both alike. Each run is timed by benchmarks/e2e.py's `run_one` (the cl
 just before the fork to the command's exit: what the user waits), each under an exclusive
 flock of --lock held for that run only (other benchmarks and tests take the same lock).
 From the run dir: summary.json's `solved_at_env_steps`, `solved_at_wall_s` (time to solve
-on the learner's clock, from its start) and `sps`; logs/launcher.log's start-up and
-shutdown. A run that reaches the --cap (500k env steps, both alike) without solving is
-kept in the report, as unsolved; its pair is left out of the ratios.
+on the learner's clock, from its start) and `sps`; the launcher's timeline (the run's
+events) for start-up and shutdown. A run that reaches the --cap (500k env steps, both
+alike) without solving is kept in the report, as unsolved; its pair is left out of the
+ratios.
 
 Figures: the median of the per-pair ratios CURVE / plain, for command-to-exit time, time
 to solve and SPS, and the median (min–max) of each per arm. Machine load: the 1-min load
@@ -33,13 +34,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -47,14 +44,12 @@ from typing import Any
 
 import zmq
 
-from benchmarks import e2e
+from benchmarks import e2e, harness
 from benchmarks.e2e import (
     CONTENDED_CORES,
-    RESULTS,
     Contender,
     RunRecord,
     _cell,
-    _Lock,
     run_one,
     stats,
 )
@@ -100,10 +95,10 @@ def measure(arm: str, seed: int, *, cap: int, target: float, workdir: Path,
             lock: str | None) -> dict[str, Any]:  # fmt: skip
     """One run, under the lock, and what its run dir says."""
     c = contender(arm, cap)
-    with _Lock(lock), _flag(["--curve"] if arm == CURVE else ["--no-curve"]):
+    with harness.BenchLock(lock), _flag(["--curve"] if arm == CURVE else ["--no-curve"]):
         rec: RunRecord = run_one(c, seed, cap=cap, target=target, workdir=workdir,
                                  rllib_python=None)  # fmt: skip
-        load_after = round(os.getloadavg()[0], 2)
+        load_after = harness.load1()
     run_dir = workdir / f"{c.name}-s{seed}"
     summary: dict[str, Any] = {}
     with suppress(OSError, ValueError):
@@ -299,11 +294,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
 
 
 def _write(out: Path, doc: dict[str, Any]) -> str:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "train_curve.json").write_text(json.dumps(doc, indent=2) + "\n")
-    md = render_markdown(doc)
-    (out / "train_curve.md").write_text(md)
-    return md
+    return harness.write_results(out, "train_curve", doc, render_markdown(doc))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -311,8 +302,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=5, help="pairs, on seeds 0..N-1")
     parser.add_argument("--target", type=float, default=475.0, help="mean return to reach")
     parser.add_argument("--cap", type=int, default=CAP, help="--total-steps, both arms")
-    parser.add_argument("--lock", default=None, help="flock this file around each run")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    harness.add_lock_option(parser)
+    parser.add_argument("--out", type=Path, default=harness.RESULTS)
     parser.add_argument("--workdir", type=Path, default=None, help="run dirs (default: temp)")
     parser.add_argument("--note", default=None, help="a line for the report")
     parser.add_argument("--render", type=Path, default=None, help="only re-render this JSON")
@@ -327,24 +318,17 @@ def main(argv: list[str] | None = None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {
         "benchmark": "train-curve",
-        "command": "python -m benchmarks.train_curve "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "started_at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "command": harness.command_line("train_curve", argv),
+        "started_at": harness.utc_now(),
         "complete": False,
         "target": args.target,
         "cap": args.cap,
         "lock": args.lock,
         "note": args.note,
         "defaults": {**defaults(), "torch_threads": TORCH_THREADS},
-        "load1_before_runs": round(os.getloadavg()[0], 2),
+        "load1_before_runs": harness.load1(),
         "load1_after_runs": None,
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "libzmq": zmq.zmq_version(),
-            "pyzmq": zmq.__version__,
-        },
+        "machine": harness.machine(libzmq=zmq.zmq_version(), pyzmq=zmq.__version__),
         "summary": summarise([]),
         "pairs": [],
     }
@@ -353,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                             lock=args.lock)  # fmt: skip
         doc["pairs"].append(pair)
         doc["summary"] = summarise(doc["pairs"])
-        doc["load1_after_runs"] = round(os.getloadavg()[0], 2)
+        doc["load1_after_runs"] = harness.load1()
         _write(args.out, doc)  # partial results survive an interrupted run
         r = pair["runs"]
         print(
@@ -370,4 +354,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

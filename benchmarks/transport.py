@@ -27,8 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -40,6 +38,7 @@ from typing import Any
 import numpy as np
 import zmq
 
+from benchmarks import harness
 from ppomq.core.transport.curvezmq import CurveClient, CurveServer, actor_id_matches_key, sender_key
 from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
 from ppomq.proto import (
@@ -52,7 +51,6 @@ from ppomq.proto import (
     encode,
 )
 
-RESULTS = Path(__file__).parent / "results"
 HWM = 4  # TransportSettings.rollout_hwm's default, used by both modes
 WARMUP = 3
 
@@ -281,7 +279,7 @@ def codec_overhead_us(repeats: int = 7, loops: int = 3000) -> dict[str, float]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="timed runs per mode (median)")
     parser.add_argument("--quick", action="store_true", help="fewer messages (smoke test)")
@@ -291,16 +289,23 @@ def main() -> None:
     parser.add_argument(
         "--frames", action="store_true", help="Atari stacks: obs layout vs frames layout"
     )
-    args = parser.parse_args()
+    harness.add_lock_option(parser)
+    args = parser.parse_args(argv)
+    with harness.BenchLock(args.lock):
+        measure(args, argv)
+
+
+def measure(args: argparse.Namespace, argv: list[str] | None) -> None:
+    """The comparison `args` asks for, written to benchmarks/results/transport*.{json,md}."""
     if args.quick:
         for key, size in SIZES.items():
             SIZES[key] = Size(size.name, size.obs_shape, size.obs_dtype, size.messages // 10)
 
     if args.curve:
-        curve_main(args.runs)
+        curve_main(args.runs, argv)
         return
     if args.frames:
-        frames_main(args.runs)
+        frames_main(args.runs, argv)
         return
     codec = codec_overhead_us()  # first, before the transport runs heat the machine
     print(f"codec: {codec}", flush=True)
@@ -325,7 +330,9 @@ def main() -> None:
     parent.send(None)
     proc.join(10)
     result = {
-        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "command": harness.command_line("transport", argv),
+        "date": harness.utc_now(),
+        "machine": harness.machine(),
         "zmq": zmq.zmq_version(),
         "pyzmq": zmq.__version__,
         "runs": args.runs,
@@ -333,10 +340,7 @@ def main() -> None:
         "rows": rows,
         "codec_cartpole": codec,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "transport.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "transport.md").write_text(markdown(result))
-    print(markdown(result))
+    print(harness.write_results(harness.RESULTS, "transport", result, markdown(result)))
 
 
 def measure_pair(
@@ -348,12 +352,11 @@ def measure_pair(
     keys: tuple[CurveServer, CurveClient] | None = None,
 ) -> dict[str, Any]:
     """Two modes at one size, interleaved run by run (the order alternates), medians."""
-    times: dict[str, list[float]] = {m: [] for m in modes}
-    nbytes = 0
-    for run in range(runs):
-        for mode in modes if run % 2 == 0 else modes[::-1]:
-            elapsed, nbytes = receive_run(conn, endpoint, mode, key, keys)
-            times[mode].append(elapsed)
+    got = harness.interleave(
+        modes, runs, lambda mode, _r: receive_run(conn, endpoint, mode, key, keys), order="reverse"
+    )
+    times = {m: [elapsed for elapsed, _ in got[m]] for m in modes}
+    nbytes = got[modes[0]][-1][1]
     n = SIZES[key].messages
     row: dict[str, Any] = {"size": key, "label": SIZES[key].name, "batch_bytes": nbytes}
     for mode in modes:
@@ -375,14 +378,15 @@ def measure_latency(
 ) -> dict[str, Any]:
     """Per-batch latency, one batch in flight: `runs` latency runs per mode, interleaved
     (order alternating); per mode the median over runs of each run's median (and p90)."""
-    medians: dict[str, list[float]] = {m: [] for m in modes}
-    p90s: dict[str, list[float]] = {m: [] for m in modes}
-    for run in range(runs):
-        for mode in modes if run % 2 == 0 else modes[::-1]:
-            got: list[float] = []
-            receive_run(conn, endpoint, mode, key, keys, latencies=got)
-            medians[mode].append(statistics.median(got))
-            p90s[mode].append(statistics.quantiles(got, n=10)[-1])
+
+    def one_run(mode: str, _run: int) -> tuple[float, float]:
+        got: list[float] = []
+        receive_run(conn, endpoint, mode, key, keys, latencies=got)
+        return statistics.median(got), statistics.quantiles(got, n=10)[-1]
+
+    per_mode = harness.interleave(modes, runs, one_run, order="reverse")
+    medians = {m: [med for med, _ in per_mode[m]] for m in modes}
+    p90s = {m: [p90 for _, p90 in per_mode[m]] for m in modes}
     row: dict[str, Any] = {"latency_batches_per_run": latency_messages(SIZES[key])}
     for mode in modes:
         row[f"{mode}_latency_ms"] = statistics.median(medians[mode])
@@ -391,7 +395,7 @@ def measure_latency(
     return row
 
 
-def frames_main(runs: int) -> None:
+def frames_main(runs: int, argv: list[str] | None) -> None:
     """Atari stacks, ROLLOUT 1.1's obs layout against 1.2's frames layout, ppomq and raw."""
     from ppomq.proto.rollout_frames import to_frames
 
@@ -430,11 +434,9 @@ def frames_main(runs: int) -> None:
     parent.send(None)
     proc.join(10)
     result = {
-        "machine": {
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "command": harness.command_line("transport", argv),
+        "date": harness.utc_now(),
+        "machine": harness.machine(),
         "zmq": zmq.zmq_version(),
         "pyzmq": zmq.__version__,
         "runs": runs,
@@ -444,22 +446,20 @@ def frames_main(runs: int) -> None:
         "timings": timings,
         "rows": rows,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "transport_frames.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "transport_frames.md").write_text(frames_markdown(result))
-    print(frames_markdown(result))
+    print(
+        harness.write_results(harness.RESULTS, "transport_frames", result, frames_markdown(result))
+    )
 
 
 def measure_frames(
     conn: Connection, endpoint: str, modes: tuple[str, ...], key: str, runs: int
 ) -> dict[str, Any]:
     """Modes interleaved run by run (order alternating), medians; bytes per batch per mode."""
-    times: dict[str, list[float]] = {m: [] for m in modes}
-    nbytes: dict[str, int] = {}
-    for run in range(runs):
-        for mode in modes if run % 2 == 0 else modes[::-1]:
-            elapsed, nbytes[mode] = receive_run(conn, endpoint, mode, key)
-            times[mode].append(elapsed)
+    got = harness.interleave(
+        modes, runs, lambda mode, _r: receive_run(conn, endpoint, mode, key), order="reverse"
+    )
+    times = {m: [elapsed for elapsed, _ in got[m]] for m in modes}
+    nbytes = {m: got[m][-1][1] for m in modes}
     n = SIZES[key].messages
     row: dict[str, Any] = {"size": key, "label": SIZES[key].name}
     for mode in modes:
@@ -527,7 +527,7 @@ def _curve_keys(tmp: str) -> tuple[CurveServer, CurveClient]:
     )
 
 
-def curve_main(runs: int) -> None:
+def curve_main(runs: int, argv: list[str] | None) -> None:
     """CURVE on vs off over tcp loopback, interleaved run by run, median of `runs`."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -554,8 +554,9 @@ def curve_main(runs: int) -> None:
     parent.send(None)
     proc.join(10)
     result = {
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count()},
+        "command": harness.command_line("transport", argv),
+        "date": harness.utc_now(),
+        "machine": harness.machine(),
         "zmq": zmq.zmq_version(),
         "pyzmq": zmq.__version__,
         "curve": zmq.has("curve"),
@@ -563,10 +564,7 @@ def curve_main(runs: int) -> None:
         "hwm": HWM,
         "rows": rows,
     }  # fmt: skip
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "transport_curve.json").write_text(json.dumps(result, indent=2) + "\n")
-    (RESULTS / "transport_curve.md").write_text(curve_markdown(result))
-    print(curve_markdown(result))
+    print(harness.write_results(harness.RESULTS, "transport_curve", result, curve_markdown(result)))
 
 
 def curve_markdown(result: dict[str, Any]) -> str:

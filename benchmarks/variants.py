@@ -1,4 +1,4 @@
-"""ppomq against itself under other settings (issue 19), one study at a time:
+"""ppomq against itself under other settings, one study at a time:
 
     .venv/bin/python -m benchmarks.variants run-ahead [--tasks cartpole,acrobot,halfcheetah]
         [--seeds 1,2,3,4,5] [--arms ...] [--scan] [--out benchmarks/results]
@@ -7,7 +7,7 @@
 
 run-ahead: lock-step actors against actors that run ahead, with GAE or V-trace. Arms, each
 the task's command plus:
-  lockstep         --batches-per-version 1 --targets gae (the defaults before issue 19: an
+  lockstep         --batches-per-version 1 --targets gae (the former defaults: an
                    actor sends one batch per version, then waits for the next)
   runahead-gae     --batches-per-version 0 --max-staleness 16 --targets gae (actors never
                    wait; batches up to 16 versions old train as if fresh)
@@ -39,21 +39,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shlex
 import shutil
 import statistics
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks import learning
+from benchmarks import harness, learning
+from benchmarks.contenders.common import thin
 
-ROOT = learning.ROOT
-RESULTS = learning.RESULTS
-WORKDIR = ROOT / "runs" / "bench-variants"
+WORKDIR = harness.REPO / "runs" / "bench-variants"
 
 TASKS: dict[str, dict[str, Any]] = {
     "cartpole": {"env_id": "CartPole-v1", "flags": "", "steps": 300_000, "target": 475.0},
@@ -86,7 +83,7 @@ ARMS: dict[str, str] = {a: f for st in STUDIES.values() for a, f in st["arms"].i
 DEFAULT_ACTORS = 2
 SCAN_ACTORS = (1, 4)
 SCAN_ARM = "runahead-vtrace"
-TIME_SPLIT_RE = re.compile(r"time: sample ([0-9.]+)%, weights ([0-9.]+)%, send ([0-9.]+)%")
+# The actors' line for people, read only until they emit actor.stop.
 
 
 def study_of(arm: str) -> str:
@@ -152,12 +149,15 @@ def _update_samples(task: str) -> int:
 
 def actor_sample_share(run_dir: Path) -> float | None:
     """Mean over the actors of the share of main-loop time spent in sample() (each actor's
-    last `time:` line), as a fraction."""
-    shares = []
-    for log in sorted((run_dir / "logs").glob("actor-*.log")):
-        found = TIME_SPLIT_RE.findall(log.read_text(errors="replace"))
-        if found:
-            shares.append(float(found[-1][0]) / 100)
+    last `actor.stop` event, docs/events.md), as a fraction."""
+    from ppomq.core.events import EVENTS_FILE, read_events
+
+    seconds = {
+        e["source"]: e["seconds"]
+        for e in read_events(run_dir / EVENTS_FILE)
+        if e["event"] == "actor.stop" and isinstance(e.get("seconds"), dict)
+    }
+    shares = [s["sample"] / sum(s.values()) for s in seconds.values() if sum(s.values()) > 0]
     return round(statistics.fmean(shares), 4) if shares else None
 
 
@@ -198,7 +198,7 @@ def _kl_figures(run_dir: Path) -> dict[str, Any]:
     return {
         "approx_kl": round(statistics.median(r[1] for r in rows), 5),
         "clip_fraction": round(statistics.median(r[2] for r in rows), 4),
-        "kl_curve": [[s, round(k, 5), round(c, 4)] for s, k, c in learning.thin(rows, 200)],
+        "kl_curve": [[s, round(k, 5), round(c, 4)] for s, k, c in thin(rows, 200)],
     }
 
 
@@ -210,10 +210,10 @@ def run_job(job: Job, workdir: Path, lock: str | None, timeout_s: float) -> dict
         "task": job.task, "arm": job.arm, "actors": job.actors, "seed": job.seed,
         "env_id": TASKS[job.task]["env_id"], "run_dir": str(run_dir), "ok": False,
         "command": shlex.join(command(job, run_dir)),
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started_at": harness.utc_now(),
     }  # fmt: skip
-    with learning.FileLock(lock) as fl:
-        proc = learning.run_process(command(job, run_dir), run_dir, timeout_s)
+    with harness.BenchLock(lock) as fl:
+        proc = harness.run_command(command(job, run_dir), run_dir, timeout_s)
     rec["lock_wait_s"] = fl.waited_s
     t_cmd = proc.pop("t_cmd")
     rec.update(proc)
@@ -294,8 +294,8 @@ def _order(key: tuple[str, str, int]) -> tuple[int, int, int]:
 
 
 TITLES = {
-    "run-ahead": "Lock-step against run-ahead actors (issue 19)",
-    "objective": "Clipped PPO against PPO with an adaptive KL penalty, sync mode (issue 19)",
+    "run-ahead": "Lock-step against run-ahead actors",
+    "objective": "Clipped PPO against PPO with an adaptive KL penalty, sync mode",
 }
 
 
@@ -348,11 +348,10 @@ def result_path(out: Path, study: str, ext: str) -> Path:
 
 def save(doc: dict[str, Any], out: Path) -> None:
     doc["summary"] = summarise(doc["runs"])
-    doc["updated_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    doc["machine"] = learning.machine()
-    out.mkdir(parents=True, exist_ok=True)
-    learning.write_json(result_path(out, doc["study"], "json"), doc)
-    result_path(out, doc["study"], "md").write_text(render_markdown(doc))
+    doc["updated_at"] = harness.utc_now()
+    doc["machine"] = harness.machine()
+    harness.write_json(result_path(out, doc["study"], "json"), doc)
+    harness.write_markdown(result_path(out, doc["study"], "md"), render_markdown(doc))
     if doc["study"] == "objective":
         plot_kl(doc, result_path(out, doc["study"], "png"))
 
@@ -363,12 +362,9 @@ def plot_kl(doc: dict[str, Any], path: Path) -> None:
     tasks = [t for t in TASKS if any(r["task"] == t for r in runs)]
     if not tasks:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(tasks), 2, figsize=(12, 4 * len(tasks)), squeeze=False)
+    fig, axes = harness.pyplot().subplots(
+        len(tasks), 2, figsize=(12, 4 * len(tasks)), squeeze=False
+    )
     arms = list(STUDIES[doc["study"]]["arms"])
     for (ax_kl, ax_cf), task in zip(axes, tasks, strict=True):
         for r in (r for r in runs if r["task"] == task):
@@ -384,8 +380,7 @@ def plot_kl(doc: dict[str, Any], path: Path) -> None:
             ax.grid(alpha=0.3)
         ax_kl.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    harness.save_figure(fig, path, dpi=90)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -395,9 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arms", help="comma-separated (default: the study's)")
     p.add_argument("--seeds", default="1,2,3,4,5")
     p.add_argument("--scan", action="store_true", help="also runahead-vtrace at 1 and 4 actors")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=harness.RESULTS)
     p.add_argument("--workdir", type=Path, default=WORKDIR)
-    p.add_argument("--lock", default=learning.LOCK)
+    harness.add_lock_option(p, default=harness.LOCK_PATH)
     p.add_argument("--timeout-s", type=float, default=3600.0)
     args = p.parse_args(argv)
     study = STUDIES[args.study]
@@ -412,8 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     path = result_path(args.out, args.study, "json")
     doc = json.loads(path.read_text()) if path.exists() else {"runs": [], "invocations": []}
     doc["study"] = args.study
-    doc["invocations"] = [*doc["invocations"], "python -m benchmarks.variants "
-                          + shlex.join(argv if argv is not None else sys.argv[1:])]  # fmt: skip
+    doc["invocations"] = [*doc["invocations"], harness.command_line("variants", argv)]
     done = {(r["task"], r["arm"], r["actors"], r["seed"]) for r in doc["runs"] if r.get("ok")}
     todo = [j for j in jobs if j.key not in done]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already recorded; {len(todo)} to run")

@@ -18,22 +18,20 @@ median over runs. Results go to benchmarks/results/weights.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
-import platform
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from benchmarks import harness
+from ppomq.core.store.embedded import free_port
+
 NUM_CLIENTS = 16
 TARGET_P99_MS = {"mlp_64_64": 50.0, "nature_cnn": 250.0}
 
@@ -60,12 +58,6 @@ def nature_cnn_params() -> dict[str, tuple[int, ...]]:
         "pi.weight": (6, 512), "pi.bias": (6,),
         "vf.weight": (1, 512), "vf.bias": (1,),
     }  # fmt: skip
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _client_main(idx: int, endpoint: str, report: str, stop_version: int, verify: bool) -> None:
@@ -122,7 +114,7 @@ def bench_model(
     store = WeightStore(redis.Redis.from_url(redis_url), run_id, keep_versions=5)
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
-    ws_port = _free_port()
+    ws_port = free_port()
     server = subprocess.Popen(
         [
             sys.executable, "-m", "ppomq.cli", "weightserver",
@@ -213,7 +205,7 @@ def _start_redis(workdir: str) -> tuple[subprocess.Popen[bytes], str]:
 
     from ppomq.core.store.connect import redis_server_binary
 
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
          "--appendonly", "no", "--dir", workdir],
@@ -234,8 +226,8 @@ def _markdown(doc: dict[str, Any]) -> str:
     lines = [
         "# Weights distribution benchmark",
         "",
-        f"`{doc['command']}` on {doc['machine']['cpus']} CPUs ({doc['machine']['platform']}), "
-        f"{doc['machine']['python']}, {doc['date']}; 1-minute load average "
+        f"`{doc['command']}` on {harness.machine_line(doc['machine'])}, {doc['date']}; 1-minute "
+        "load average "
         f"{doc['machine']['loadavg_1m_before']} before, {doc['machine']['loadavg_1m_after']} "
         "after (everything, Redis and the 16 clients included, shares these CPUs).",
         "",
@@ -274,11 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cnn-publishes", type=int, default=40)
     parser.add_argument("--only", choices=["mlp_64_64", "nature_cnn"], default=None)
     parser.add_argument("--quick", action="store_true", help="a smoke run; results not saved")
+    harness.add_lock_option(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.runs, args.mlp_publishes, args.cnn_publishes = 1, 10, 5
-    load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="ppomq-bench-") as tmp:
+    load_before = harness.load1()
+    with harness.BenchLock(args.lock), tempfile.TemporaryDirectory(prefix="ppomq-bench-") as tmp:
         redis_proc, url = _start_redis(tmp)
         try:
             cases = [  # (label, target key, shapes, publishes per run, client sha256)
@@ -303,24 +296,15 @@ def main(argv: list[str] | None = None) -> int:
             redis_proc.wait()
     doc = {
         "benchmark": "weights",
-        "command": " ".join(["python -m benchmarks.weights_fanout", *(argv or sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            # Other work on the machine skews the tails; the 1-minute load says how much.
-            "loadavg_1m_before": round(load_before, 2),
-            "loadavg_1m_after": round(os.getloadavg()[0], 2),
-        },
+        "command": harness.command_line("weights_fanout", argv),
+        "date": harness.utc_now(),
+        # Other work on the machine skews the tails; the 1-minute load says how much.
+        "machine": harness.machine(loadavg_1m_before=load_before, loadavg_1m_after=harness.load1()),
         "results": results,
     }
-    md = _markdown(doc)
-    print(md)
+    print(_markdown(doc))
     if not args.quick:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        (RESULTS / "weights.json").write_text(json.dumps(doc, indent=2) + "\n")
-        (RESULTS / "weights.md").write_text(md)
+        harness.write_results(harness.RESULTS, "weights", doc, _markdown(doc))
     # The targets apply to the default configuration; the client-sha256 row is diagnostic.
     return 0 if all(r["meets_target"] for r in results if not r["client_sha256"]) else 1
 

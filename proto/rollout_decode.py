@@ -282,7 +282,7 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
             for k, v in arrays.items()
             if k != "obs_frames"
         }
-    # Positional: keyword passing costs a measurable share of a 40 us decode.
+    # Positional: keyword passing costs a measurable share of a whole decode.
     return RolloutBatch(
         run_id, actor_id, seq, version, env_id, n, t, arrays, stats, created_ns, total, sent
     )

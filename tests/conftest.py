@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from ppomq.core.store.embedded import RedisProcess, free_port
+from ppomq.core.store.embedded import RedisProcess
+from tests.support import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,7 +1,7 @@
 """What the MuJoCo peer runners share: their episode log and the result file they leave.
 
-Standard library only: the CleanRL runner imports this from its own venv, which has neither
-ppomq nor Stable-Baselines3 (see cleanrl_setup.sh).
+Standard library only (benchmarks.harness is too): the CleanRL runner imports this from its
+own venv, which has neither ppomq nor Stable-Baselines3 (see cleanrl_setup.sh).
 
 Every runner writes RUN_DIR/result.json (`write_result`), which benchmarks/learning.py reads:
 
@@ -17,14 +17,14 @@ Every runner writes RUN_DIR/result.json (`write_result`), which benchmarks/learn
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness import write_json
+
 RESULT_FILE = "result.json"
-MEAN_WINDOW = 20  # "final return" = the mean of the last 20 training episodes (issue 13)
+MEAN_WINDOW = 20  # "final return" = the mean of the last 20 training episodes
 EVAL_EPISODES = 10
 # ppomq's finish_run evaluates on seeds seed + 10_000 + i; the peers use the same ones.
 EVAL_SEED_OFFSET = 10_000
@@ -50,7 +50,5 @@ class EpisodeLog:
 def write_result(run_dir: str | Path, doc: dict[str, Any]) -> Path:
     """RUN_DIR/result.json, written whole (a reader never sees half a file)."""
     path = Path(run_dir) / RESULT_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(path, doc)
     return path

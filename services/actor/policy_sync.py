@@ -1,24 +1,44 @@
 """The actor's weights: fetched and loaded in a background thread, swapped in between rollouts.
 
-Asking the weightserver between rollouts cost the actor's step loop a round trip per batch
-even when nothing was new (~11 % of its wall time with a learner that keeps up, py-spy,
-benchmarks/results/actor_efficiency.md), plus the load into torch (~3.5 %). Here one
-thread keeps a long poll open — the weightserver answers it the moment a newer version is
-published — and loads the weights into a fresh `InferencePolicy`; the step loop only picks
-up the newest one, which costs a lock and a comparison.
+Asking the weightserver between rollouts would cost the actor's step loop a round trip per
+batch even when nothing is new, plus the load into torch (benchmarks/actor_efficiency.py
+measures both). Here one thread keeps a long poll open — the weightserver answers it the
+moment a newer version is published — and loads the weights into a fresh `InferencePolicy`;
+the step loop only picks up the newest one (`refresh_weights`), which costs a lock and a
+comparison.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from ppomq.core.models import InferencePolicy, Policy, build_model, load_numpy_state
+from ppomq.core.signals import WarmStop
+from ppomq.core.transport.curvezmq import last_client_failure
 from ppomq.core.transport.weights_client import WeightsClient, WeightsTimeoutError
 from ppomq.proto import WeightsHeader, unpack_tensors
 
 log = logging.getLogger("ppomq.actor")
+
+# The step loop's waits for weights run in slices this long, checking for a stop between
+# them: a signal's handler runs during such a wait but cannot end it, and an actor waiting
+# for weights that will never come (the learner has finished) must notice its SIGTERM at
+# once.
+STOP_POLL_S = 0.02
+# A wait for weights this long says so once, with the CURVE handshake's cause if any.
+WAIT_WARN_S = 10.0
+
+
+class Stopped(Exception):
+    """Asked to stop while waiting for weights."""
+
+
+class RunFinished(Exception):
+    """The weightserver says the run has finished: no newer weights will come."""
 
 
 class PolicyHolder:
@@ -129,10 +149,51 @@ class WeightsPrefetcher:
         The thread notices the stop at its next answer: within one long poll when the
         weightserver is there, only after the client's timeout (seconds) when it is not,
         and at a run's end `ppomq train` stops the weightserver together with the actors.
-        Waiting that out held every actor's exit by 0.1-2 s. The thread is a daemon and its
+        Waiting that out would hold up every actor's exit. The thread is a daemon and its
         socket has LINGER 0, so leaving it in its poll to end with the process loses nothing;
-        a load in progress is waited for (one load: milliseconds), see `_loading`.
+        a load in progress (one load, short) is waited for, see `_loading`.
         """
         with self._loading:
             self._stop.set()
         self._thread.join(timeout=timeout_s)
+
+
+def refresh_weights(
+    weights: WeightsPrefetcher,
+    version: int,
+    stop: WarmStop,
+    *,
+    need_new: bool,
+    resend_after_s: float | None = None,
+    beat: Callable[[], None] = lambda: None,
+) -> tuple[int, InferencePolicy, dict[str, Any]] | None:
+    """The newest loaded (version, policy, actor map) if newer than `version`, else None;
+    blocks until there is a newer one when we hold none (`version` -1) or `need_new`.
+    A `need_new` wait ends with None after `resend_after_s`: the learner may have lost our
+    last batch (it restarted, or the network dropped it) and be waiting for one.
+    Raises `Stopped` when asked to stop while waiting, `RunFinished` when the run has
+    finished (the weightserver said so) and nothing newer will come. Calls `beat` in every
+    slice of its wait: waiting for weights is the main loop turning, not a hang."""
+    must_wait = need_new or version < 0
+    waited_since = time.monotonic()
+    warned = False
+    while True:
+        got = weights.newest(version, timeout_s=STOP_POLL_S if must_wait else 0.0)
+        beat()
+        if got is not None or not must_wait:
+            return got
+        if stop.requested:
+            raise Stopped
+        if weights.finished:
+            raise RunFinished
+        waited = time.monotonic() - waited_since
+        if version >= 0 and resend_after_s is not None and waited > resend_after_s:
+            log.info("no version newer than v%d for %.0f s: sending another batch with it",
+                     version, waited)  # fmt: skip
+            return None
+        if not warned and waited > WAIT_WARN_S:
+            warned = True
+            # A refused key looks like a silent weightserver: say the handshake's cause too.
+            cause = last_client_failure()
+            log.warning("still waiting for weights newer than v%d from the weightserver%s",
+                        version, f"; {cause}" if cause else "")  # fmt: skip

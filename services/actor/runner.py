@@ -7,6 +7,7 @@ tests and the efficiency benchmark drive it directly.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -69,10 +70,10 @@ class EnvRunner:
         self.next_obs = np.asarray(obs, dtype=self.obs_dtype)
         self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
         self.episode_length = np.zeros(self.num_envs, dtype=np.int64)
-        # An env that says so (ppomq.core.envs.atari's training pipeline) reports its own episodes,
-        # whole
-        # games with raw scores, in info["final_info"]["episode"]: its done flags end
-        # training episodes (a lost life) and its rewards are clipped, so neither is counted.
+        # An env that says so (ppomq.core.envs.atari's training pipeline) reports its own
+        # episodes, whole games with raw scores, in info["final_info"]["episode"]: its done
+        # flags end training episodes (a lost life) and its rewards are clipped, so neither
+        # is counted.
         self.episodes_in_info = bool((getattr(envs, "metadata", None) or {}).get(EPISODES_IN_INFO))
         space = spec.action
         self.continuous = space.kind == "continuous"
@@ -116,109 +117,138 @@ class EnvRunner:
 
     def sample(self, policy: InferencePolicy, *, policy_version: int, seq: int) -> RolloutBatch:
         """One rollout of T steps; arrays are fresh (ZeroMQ may still hold the last ones)."""
+        buf = self._buffers()
+        memory = self._memory_for(policy) if getattr(policy, "recurrent", False) else None
+        for t in range(self.spec.num_steps):
+            terminated, truncated, info = self._step(policy, buf, t, memory)
+            done = terminated | truncated
+            if memory is not None:
+                memory.starts = done.copy()  # the next observation begins a new episode there
+            if done.any():
+                self._end_episodes(policy, buf, t, done, terminated, truncated, info, memory)
+        return self._batch(policy, buf, memory, policy_version=policy_version, seq=seq)
+
+    def _buffers(self) -> _Rollout:
         t_steps, n = self.spec.num_steps, self.num_envs
-        obs_buf = np.empty((t_steps, n, *self.spec.obs_shape), dtype=self.obs_dtype)
-        if self.continuous:
-            act_buf = np.empty((t_steps, n, *self.spec.action.shape), dtype=np.float32)
-        else:
-            act_buf = np.empty((t_steps, n), dtype=np.int64)
-        logp_buf = np.empty((t_steps, n), dtype=np.float32)
-        value_buf = np.empty((t_steps, n), dtype=np.float32)
-        reward_buf = np.empty((t_steps, n), dtype=np.float32)
+        act_shape = (t_steps, n, *self.spec.action.shape) if self.continuous else (t_steps, n)
+        rewards = np.empty((t_steps, n), dtype=np.float32)
         # What the episode figures are summed from, and where they end (ROLLOUT.md
         # "Episodes"): sent only where they differ from the rewards and the done flags.
         scored = self.reward_norm is not None or self.episodes_in_info
-        score_buf = np.empty((t_steps, n), dtype=np.float32) if scored else reward_buf
-        ends_buf = np.zeros((t_steps, n), dtype=bool) if self.episodes_in_info else None
-        term_buf = np.empty((t_steps, n), dtype=bool)
-        trunc_buf = np.empty((t_steps, n), dtype=bool)
-        final_values = np.zeros((t_steps, n), dtype=np.float32)
-        returns: list[float] = []
-        lengths: list[int] = []
+        return _Rollout(
+            obs=np.empty((t_steps, n, *self.spec.obs_shape), dtype=self.obs_dtype),
+            actions=np.empty(act_shape, dtype=np.float32 if self.continuous else np.int64),
+            logp=np.empty((t_steps, n), dtype=np.float32),
+            values=np.empty((t_steps, n), dtype=np.float32),
+            rewards=rewards,
+            scores=np.empty((t_steps, n), dtype=np.float32) if scored else rewards,
+            episode_ends=np.zeros((t_steps, n), dtype=bool) if self.episodes_in_info else None,
+            terminated=np.empty((t_steps, n), dtype=bool),
+            truncated=np.empty((t_steps, n), dtype=bool),
+            final_values=np.zeros((t_steps, n), dtype=np.float32),
+            scored=scored,
+        )
 
-        act_shape, bounds, reward_norm = self.action_shape, self.bounds, self.reward_norm
-        continuous, env_action = self.continuous, self._env_action
-        recurrent = bool(getattr(policy, "recurrent", False))
-        if recurrent:
-            # The batch's hidden_state: each env's state at step 0, episode starts applied.
-            state = self._rnn_state_for(policy)
-            state[self.rnn_starts] = 0.0
-            hidden0 = state.copy()
-            starts = np.zeros(n, dtype=bool)
-        for t in range(t_steps):
-            obs_buf[t] = self.next_obs
-            if recurrent:
-                act_np, logp_buf[t], value_buf[t], state = policy.act(obs_buf[t], starts, state)
+    def _memory_for(self, policy: Any) -> _Memory:
+        """A recurrent policy's state for this rollout; the batch's hidden_state is each
+        env's state at step 0, episode starts applied."""
+        state = self._rnn_state_for(policy)
+        state[self.rnn_starts] = 0.0
+        return _Memory(state=state, hidden0=state.copy(), starts=np.zeros(self.num_envs, bool))
+
+    def _step(
+        self, policy: Any, buf: _Rollout, t: int, memory: _Memory | None
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """Act on the current observations and step every env once, into row `t`."""
+        buf.obs[t] = self.next_obs
+        if memory is not None:
+            act_np, buf.logp[t], buf.values[t], memory.state = policy.act(
+                buf.obs[t], memory.starts, memory.state
+            )
+        else:
+            act_np, buf.logp[t], buf.values[t] = policy.act(buf.obs[t])
+        buf.actions[t] = act_np.reshape(self.action_shape)
+        if self.continuous:
+            env_action = self._env_action
+            if self.bounds is not None:
+                # The wire carries the raw sample (its logp is what the ratio needs); only
+                # the env sees it clipped, each element to its own bounds. (maximum/minimum
+                # into one buffer: np.clip's dispatch costs more than the arithmetic at
+                # these sizes, and nothing is allocated.)
+                np.maximum(buf.actions[t], self.bounds[0], out=env_action)
+                np.minimum(env_action, self.bounds[1], out=env_action)
             else:
-                act_np, logp_buf[t], value_buf[t] = policy.act(obs_buf[t])
-            act_buf[t] = act_np.reshape(act_shape)
-            if continuous:
-                if bounds is not None:
-                    # The wire carries the raw sample (its logp is what the ratio needs);
-                    # only the env sees it clipped, each element to its own bounds.
-                    # (maximum/minimum into one buffer: np.clip's dispatch costs more than
-                    # the arithmetic at these sizes, and nothing is allocated.)
-                    np.maximum(act_buf[t], bounds[0], out=env_action)
-                    np.minimum(env_action, bounds[1], out=env_action)
-                else:
-                    np.copyto(env_action, act_buf[t])
-                act_np = env_action
-            # With copy=False vector envs, `obs` is the env's own buffer, overwritten by the
-            # next step: it is copied into obs_buf at the top of the next iteration, first.
-            obs, reward, terminated, truncated, info = self.envs.step(act_np)
-            if reward_norm is not None:
-                reward_norm(reward, terminated, out=reward_buf[t])
-            else:
-                reward_buf[t] = reward
-            if self.episodes_in_info:
-                score_buf[t] = raw_scores(info, n)
-            elif scored:
-                score_buf[t] = reward
-            term_buf[t] = terminated
-            trunc_buf[t] = truncated
-            self.next_obs = np.asarray(obs, dtype=self.obs_dtype)
+                np.copyto(env_action, buf.actions[t])
+            act_np = env_action
+        # With copy=False vector envs, `obs` is the env's own buffer, overwritten by the next
+        # step: it is copied into the rollout at the top of the next step, first.
+        obs, reward, terminated, truncated, info = self.envs.step(act_np)
+        if self.reward_norm is not None:
+            self.reward_norm(reward, terminated, out=buf.rewards[t])
+        else:
+            buf.rewards[t] = reward
+        if self.episodes_in_info:
+            buf.scores[t] = raw_scores(info, self.num_envs)
+        elif buf.scored:
+            buf.scores[t] = reward
+        buf.terminated[t] = terminated
+        buf.truncated[t] = truncated
+        self.next_obs = np.asarray(obs, dtype=self.obs_dtype)
+        # The float32 values sent, summed as the learner sums them: its own figures and
+        # these claims agree exactly (learner/episodes.py).
+        self.episode_return += buf.scores[t]
+        self.episode_length += 1
+        return terminated, truncated, info
 
-            # The float32 values sent, summed as the learner sums them: its own figures
-            # and these claims agree exactly (learner/episodes.py).
-            self.episode_return += score_buf[t]
-            self.episode_length += 1
-            done = terminated | truncated
-            if recurrent:
-                starts = done.copy()  # the next observation begins a new episode there
-            if done.any():
-                ended = done
-                if ends_buf is not None:  # whole games: a lost life is no end here
-                    ended = ends_buf[t] = done & game_over(info, n)
-                for i in np.flatnonzero(ended):
-                    returns.append(float(self.episode_return[i]))
-                    lengths.append(int(self.episode_length[i]))
-                self.episode_return[ended] = 0.0
-                self.episode_length[ended] = 0
-                # Time-limit truncation is not termination: bootstrap from the value of the
-                # final observation (Pardo et al. 2018, "Time Limits in RL").
-                cut = np.flatnonzero(truncated & ~terminated)
-                if cut.size:
-                    final_obs = np.stack([info["final_obs"][i] for i in cut]).astype(
-                        self.obs_dtype, copy=False
-                    )
-                    if recurrent:  # the final observation, from the episode's own state
-                        final_values[t, cut] = policy.value(
-                            final_obs, np.zeros(cut.size, dtype=bool), state[cut]
-                        )
-                    else:
-                        final_values[t, cut] = policy.value(final_obs)
+    def _end_episodes(
+        self,
+        policy: Any,
+        buf: _Rollout,
+        t: int,
+        done: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        info: dict[str, Any],
+        memory: _Memory | None,
+    ) -> None:
+        """Record the episodes that ended at step `t`, and bootstrap the truncated ones."""
+        ended = done
+        if buf.episode_ends is not None:  # whole games: a lost life is no end here
+            ended = buf.episode_ends[t] = done & game_over(info, self.num_envs)
+        for i in np.flatnonzero(ended):
+            buf.returns.append(float(self.episode_return[i]))
+            buf.lengths.append(int(self.episode_length[i]))
+        self.episode_return[ended] = 0.0
+        self.episode_length[ended] = 0
+        # Time-limit truncation is not termination: bootstrap from the value of the final
+        # observation (Pardo et al. 2018, "Time Limits in RL").
+        cut = np.flatnonzero(truncated & ~terminated)
+        if not cut.size:
+            return
+        final_obs = np.stack([info["final_obs"][i] for i in cut]).astype(self.obs_dtype, copy=False)
+        if memory is not None:  # the final observation, from the episode's own state
+            buf.final_values[t, cut] = policy.value(
+                final_obs, np.zeros(cut.size, dtype=bool), memory.state[cut]
+            )
+        else:
+            buf.final_values[t, cut] = policy.value(final_obs)
 
+    def _batch(
+        self, policy: Any, buf: _Rollout, memory: _Memory | None, *, policy_version: int, seq: int
+    ) -> RolloutBatch:
+        """The rollout as a batch, with the value to bootstrap its last step from."""
         extra: dict[str, np.ndarray] = {}
-        if scored:
-            extra["scores"] = score_buf
-        if ends_buf is not None:
-            extra["episode_ends"] = ends_buf
-        if recurrent:
-            bootstrap_value = policy.value(self.next_obs, starts, state)
-            self.rnn_state, self.rnn_starts = state, starts
-            extra["hidden_state"] = hidden0
+        if buf.scored:
+            extra["scores"] = buf.scores
+        if buf.episode_ends is not None:
+            extra["episode_ends"] = buf.episode_ends
+        if memory is not None:
+            bootstrap_value = policy.value(self.next_obs, memory.starts, memory.state)
+            self.rnn_state, self.rnn_starts = memory.state, memory.starts
+            extra["hidden_state"] = memory.hidden0
         else:
             bootstrap_value = policy.value(self.next_obs)
+        t_steps, n = self.spec.num_steps, self.num_envs
         self.env_steps += t_steps * n
         return RolloutBatch(
             run_id=self.run_id,
@@ -229,16 +259,44 @@ class EnvRunner:
             num_envs=n,
             num_steps=t_steps,
             arrays={
-                "obs": obs_buf,
-                "actions": act_buf,
-                "logp": logp_buf,
-                "values": value_buf,
-                "rewards": reward_buf,
-                "terminated": term_buf,
-                "truncated": trunc_buf,
-                "final_values": final_values,
+                "obs": buf.obs,
+                "actions": buf.actions,
+                "logp": buf.logp,
+                "values": buf.values,
+                "rewards": buf.rewards,
+                "terminated": buf.terminated,
+                "truncated": buf.truncated,
+                "final_values": buf.final_values,
                 "bootstrap_value": bootstrap_value.astype(np.float32, copy=False),
                 **extra,
             },
-            episodes=EpisodeStats(returns, lengths),
+            episodes=EpisodeStats(buf.returns, buf.lengths),
         )
+
+
+@dataclass
+class _Rollout:
+    """One rollout's arrays [T, N, ...] as they fill, and the episodes that ended in it."""
+
+    obs: np.ndarray
+    actions: np.ndarray
+    logp: np.ndarray
+    values: np.ndarray
+    rewards: np.ndarray
+    scores: np.ndarray  # the rewards themselves unless `scored`
+    episode_ends: np.ndarray | None  # whole games only
+    terminated: np.ndarray
+    truncated: np.ndarray
+    final_values: np.ndarray
+    scored: bool
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Memory:
+    """A recurrent policy's per-env state through one rollout."""
+
+    state: np.ndarray
+    hidden0: np.ndarray
+    starts: np.ndarray

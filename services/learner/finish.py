@@ -1,4 +1,5 @@
-"""The end of a run: final weights, greedy evaluation, summary.json, learning curve."""
+"""The end of a run: final weights, greedy evaluation, summary.json, learning curve, and
+the finished marker."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ import torch
 
 from ppomq.core.errors import StorageFullError
 from ppomq.core.models import Policy
-from ppomq.core.rundir import plot_learning_curve, write_bytes_atomic
+from ppomq.core.rundir import (
+    FINISHED_FILE,
+    plot_learning_curve,
+    write_bytes_atomic,
+    write_json_atomic,
+)
 from ppomq.core.settings import LearnerSettings
 from ppomq.core.signals import FastStop, WarmStop
 from ppomq.core.storage import storage_error
@@ -46,11 +52,12 @@ def finish_run(
     from ppomq.core.evaluate import evaluate_policy
 
     run_dir = Path(settings.run_dir)
+    run, admission = loop.run, loop.admission
     meta = {
-        "version": loop.version,
+        "version": run.version,
         "env_id": settings.env_id,
         "run_id": settings.run_id,
-        "env_steps": loop.env_steps,
+        "env_steps": run.env_steps,
         "model": loop.trainer.policy.spec,
     }
     policy = loop.trainer.host_policy()  # host tensors: the file loads anywhere
@@ -72,51 +79,49 @@ def finish_run(
             log.info("final evaluation skipped: stopping fast")
         except Exception:  # a trained run's summary must not be lost to its evaluation
             log.exception("final evaluation failed; summary.json says final_eval_return null")
-    wall = loop.wall_s
-    phases = dict(loop.phase_totals)
-    rejects = loop.rejects()
+    wall = run.wall_s
+    phases = dict(run.phase_totals)
+    rejects = admission.rejects()
     summary = {
         "env_id": settings.env_id,
         "mode": settings.mode,
         # The actors that trained (an accepted batch each), not the --actors hint: under
         # `compose --scale actor=4` or an HPA the hint says nothing of what ran.
         # Counted by the ledger: actors forgotten since (bounded state) still count.
-        "actors": loop.ledger.totals["actors_trained"],
+        "actors": admission.ledger.totals["actors_trained"],
         "actors_hint": settings.actors,
         "run_id": settings.run_id,
         # Accepted batches only; refused (stale ...) batches' env steps are discarded.
-        "total_env_steps": loop.env_steps,
-        "discarded_env_steps": loop.discarded_env_steps,
-        "trained_samples": loop.trained_samples,
+        "total_env_steps": run.env_steps,
+        "discarded_env_steps": admission.discarded_env_steps,
+        "trained_samples": run.trained_samples,
         "wall_seconds": round(wall, 3),
-        "sps": round(loop.env_steps / max(wall, 1e-9), 1),
-        "versions": loop.version,
-        "batches_produced": loop.produced_batches,  # valid batches received, accepted or not
-        "batches_accepted": loop.gate.accepted,
+        "sps": round(run.env_steps / max(wall, 1e-9), 1),
+        "versions": run.version,
+        "batches_produced": admission.produced_batches,  # valid batches received, accepted or not
+        "batches_accepted": admission.gate.accepted,
         "batches_rejected": rejects,
         # Valid batches dropped at a full queue for newer ones (async): waste, not refusals.
-        "batches_surplus": loop.ledger.totals["surplus"],
+        "batches_surplus": admission.ledger.totals["surplus"],
         # Valid batches received but not trained on (stale, duplicate, surplus ...) over
         # valid batches received: invalid messages are no one's production, and are
         # counted apart (batches_rejected, the ledger's invalid and unattributed).
-        "waste_ratio": (loop.produced_batches - loop.gate.accepted) / loop.produced_batches
-        if loop.produced_batches
-        else 0.0,
-        "policy_age_histogram": {str(k): v for k, v in sorted(loop.gate.ages.items())},
+        "waste_ratio": admission.waste_ratio(),
+        "policy_age_histogram": {str(k): v for k, v in sorted(admission.gate.ages.items())},
         "learner_time_s": {k: round(v, 3) for k, v in phases.items()},
         "solve_threshold": threshold,
-        "solved_at_env_steps": loop.recorder.solved_at_env_steps,
-        "solved_at_wall_s": loop.recorder.solved_at_wall_s,
+        "solved_at_env_steps": run.recorder.solved_at_env_steps,
+        "solved_at_wall_s": run.recorder.solved_at_wall_s,
         # Learner clock -> Unix time: solved_at_unix = started_unix + solved_at_wall_s -
         # resumed_wall_s (a resumed run's clock starts at the wall time it had reached).
-        "started_unix": round(loop.start_unix, 6),
-        "resumed_wall_s": round(loop.wall_offset, 3),
-        "final_mean_return_20": loop.recorder.mean_return,
+        "started_unix": round(run.start_unix, 6),
+        "resumed_wall_s": round(run.wall_offset, 3),
+        "final_mean_return_20": run.recorder.mean_return,
         "final_eval_return": eval_return,
-        "episodes": loop.recorder.episodes,
+        "episodes": run.recorder.episodes,
         # Ended in accepted batches, but started where the learner did not see (a batch
         # lost in flight, a learner restart): not in any figure above.
-        "episodes_unverified": loop.episodes_unverified,
+        "episodes_unverified": run.episodes_unverified,
         # The actor incarnations kept (a restarted actor has a new id; bounded as the ledger).
         "actors_seen": {
             k: {
@@ -125,21 +130,21 @@ def finish_run(
                 "env_steps": v["env_steps"],
                 "discarded_env_steps": v.get("discarded_env_steps", 0),
             }
-            for k, v in sorted(loop.actors.items())
+            for k, v in sorted(admission.actors.items())
         },
-        "learner_restarts": loop.restarts,
+        "learner_restarts": run.restarts,
         # Per actor kept (bounded: --max-actors, --forget-actor-after-s) and totals of every
         # actor seen: sent = received + lost_in_flight, received = accepted + rejected.
-        "ledger": loop.ledger.summary(),
+        "ledger": admission.ledger.summary(),
     }
     with stop.shielded() if stop is not None else nullcontext():
         disk = (
             _written(
-                "summary.json", lambda: loop.recorder.write_json("summary.json", summary), run_dir
+                "summary.json", lambda: run.recorder.write_json("summary.json", summary), run_dir
             )
             or disk
         )
-        if loop.recorder.episodes:
+        if run.recorder.episodes:
             curve = lambda: plot_learning_curve(run_dir, threshold=threshold)  # noqa: E731
             disk = _written("learning_curve.png", curve, run_dir) or disk
     log.info("run finished: %s", json.dumps(summary))
@@ -157,3 +162,17 @@ def _written(name: str, write: Callable[[], object], run_dir: Path) -> StorageFu
         log.error("%s not written: %s", name, full)
         return full
     return None
+
+
+def mark_finished(loop: LearnerLoop) -> None:
+    """The run ended normally: say so in Redis (weightservers tell the actors, and all of
+    them exit 0), in RUN_DIR/finished.json, then in the checkpoint (a new start is then a
+    new run, unless --resume).
+
+    Redis first: a learner that dies between the two restarts from an unfinished
+    checkpoint, finds its end already reached and finishes again."""
+    doc = loop.publisher.mark_finished(loop.run.version, loop.run.env_steps)
+    write_json_atomic(Path(loop.s.run_dir) / FINISHED_FILE, doc)
+    loop.run.finished = True
+    loop.checkpoint()
+    log.info("run %r marked finished at version %d", loop.s.run_id, loop.run.version)

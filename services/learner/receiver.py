@@ -1,9 +1,10 @@
 """The receiving thread: drains the rollout socket into a bounded queue while PPO trains.
 
 Validation happens here, at the door: a message that fails `decode` is counted by reason
-and dropped, and so is a batch older than the loop says it could still train on
-(`stale_below`, which the loop keeps current: a stale flood never reaches the training
-thread); only the rest reach the queue. A `seq` is checked here against the last
+and dropped, and so is a batch older than the training thread could still train on (the
+door's `stale_below`, which it keeps current: a stale flood never reaches the training
+thread); only the rest reach the queue. Every count goes to the Door (door.py), which the
+training thread reads. A `seq` is checked here against the last
 one the loop accepted, never recorded here (the loop records it on acceptance). When the
 queue is full, in sync mode this thread stops reading, the socket's high-water mark fills,
 and actors block: backpressure, not loss (a synchronous update needs every actor's batch).
@@ -11,7 +12,7 @@ In async mode (`drop_oldest`) a queued batch is dropped instead to make room, co
 surplus: the oldest of the actor with the most batches queued (BatchQueue), so an actor
 that sends faster than the others loses its own batches, never theirs. Actors never wait
 on a learner that cannot use all they send, and it trains on the freshest batches.
-Batches of a version the learner has not published (`future_above`) are refused here too,
+Batches of a version the learner has not published (the door's `future_above`) are refused here too,
 so valid-looking junk never takes a place in the queue. Refused messages are handled at
 most `rejects_per_s` a second (RejectBudget): beyond that this thread pauses after each,
 so a flood of junk costs the learner a bounded share of its CPU whatever its rate; every
@@ -24,11 +25,12 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 from ppomq.core.transport.curvezmq import actor_id_matches_key, sender_key
+from ppomq.learner.door import Attributed, Door
 from ppomq.learner.episodes import EpisodeBook
 from ppomq.proto import (
     DecodeError,
@@ -42,17 +44,11 @@ from ppomq.proto import (
 
 log = logging.getLogger(__name__)
 
-# Refused messages whose header names a sender, kept for the loop's rollout ledger until it
-# drains them (every ~50 ms); beyond this many, a flood's are counted unattributed.
-MAX_ATTRIBUTED = 4096
 # Refused messages handled per second, at most (and as a burst): beyond it the thread
 # pauses, the socket's high-water mark fills and the flooding peer blocks; ZeroMQ
 # fair-queues peers, so an honest actor's batches are still read in between. The rate
 # bounds the share of the learner's CPU a flood of junk can take (benchmarks/flood.py).
 REJECTS_PER_S = 500.0
-
-# A refusal the ledger puts under an actor: (actor_id, reason, sent, seq).
-Attributed = tuple[str, str, int | None, int | None]
 
 
 class RejectBudget:
@@ -107,78 +103,32 @@ class BatchReceiver(threading.Thread):
         make_socket: Callable[[], Any],
         spec: RolloutSpec,
         out: queue.Queue[RolloutBatch],
+        door: Door,
+        seqs: SeqTracker,
+        book: EpisodeBook | None = None,
         poll_ms: int = 20,  # how long a stop can wait for this thread (end of every run)
-        seqs: SeqTracker | None = None,
         rejects_per_s: float = REJECTS_PER_S,
         drop_oldest: bool = False,
-        book: EpisodeBook | None = None,
     ) -> None:
         super().__init__(name="rollout-receiver", daemon=True)
-        # Derives each batch's episodes from its own data and checks the claims (episodes.py).
-        self.book = book
         self._make_socket = make_socket
         self.spec = spec
         self.out = out
-        # Read only here: the loop records a seq when it accepts the batch (LearnerLoop.seqs),
-        # so a batch refused anywhere leaves its actor's seq as it was.
-        self.seqs = seqs if seqs is not None else SeqTracker()
+        self.door = door
+        # Read only here: the training thread records a seq when it accepts the batch, so
+        # a batch refused anywhere leaves its actor's seq as it was.
+        self.seqs = seqs
+        # Derives each batch's episodes from its own data and checks the claims (episodes.py).
+        self.book = book
         self.poll_ms = poll_ms
         self.rejects_per_s = rejects_per_s
         if drop_oldest and not isinstance(out, BatchQueue):
             raise TypeError("drop_oldest needs a BatchQueue")
         self.drop_oldest = drop_oldest
-        self._surplus = (0, 0)  # batches dropped from a full queue: (how many, env steps)
         self.stop_event = threading.Event()
         self.ready = threading.Event()
         self.error: BaseException | None = None
-        self._lock = threading.Lock()
-        self._rejects: Counter[str] = Counter()
-        self._received = 0
-        # Set by the loop (its version - max_staleness): a batch of an older policy version
-        # is refused here as stale. Only ever at or below the loop's own bound, as that
-        # only rises, so the door never refuses what the loop would train on.
-        self.stale_below: int | None = None
-        # Set by the loop to its version before each publish: a batch of a later version
-        # cannot be honest (no actor had those weights), so it is refused here.
-        self.future_above: int | None = None
-        self._stale = (0, 0)  # those stale batches: (how many, their env steps)
         self._last_warn = 0.0
-        # (actor_id, reason, sent, seq) of refused messages, for the rollout ledger (`sent`
-        # and `seq` only from valid batches: an invalid message's figures are not taken).
-        self._attributed: deque[Attributed] = deque()
-        # Refused messages the ledger cannot put under an actor, by reason: naming none, or
-        # beyond MAX_ATTRIBUTED waiting (a flood). Totals in the ledger's own lines.
-        self._unattributed: Counter[str] = Counter()
-
-    def snapshot(self) -> tuple[int, dict[str, int]]:
-        """(valid batches received, rejects by reason) — safe from any thread."""
-        with self._lock:
-            return self._received, dict(self._rejects)
-
-    def stale_refused(self) -> tuple[int, int]:
-        """(batches, their env steps) refused here as stale since this thread started:
-        valid batches, which the loop counts as received, and discarded, as its own."""
-        with self._lock:
-            return self._stale
-
-    def surplus_dropped(self) -> tuple[int, int]:
-        """(batches, their env steps) dropped from a full queue since this thread started
-        (drop_oldest): valid and received, never trained on."""
-        with self._lock:
-            return self._surplus
-
-    def drain_attributed(self) -> list[Attributed]:
-        """(actor_id, reason, sent, seq) of each refused message that named its sender
-        since the last call — safe from any thread."""
-        with self._lock:
-            out = list(self._attributed)
-            self._attributed.clear()
-        return out
-
-    def unattributed(self) -> dict[str, int]:
-        """Refused messages counted under no actor, by reason, since this thread started."""
-        with self._lock:
-            return dict(self._unattributed)
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -191,7 +141,7 @@ class BatchReceiver(threading.Thread):
             self.ready.set()
             return
         self.ready.set()
-        seqs = self.seqs
+        seqs, door = self.seqs, self.door
         # CURVE: each message carries the key it came from; the batch must say the same.
         authenticated = bool(getattr(sock, "authenticated", False))
         budget = RejectBudget(self.rejects_per_s)
@@ -207,29 +157,26 @@ class BatchReceiver(threading.Thread):
                 except DecodeError as exc:
                     self._warn(exc)
                     named = peek_sender(frames)
-                    self._refuse(exc.reason.label, None if named is None else (named, None, None),
-                                 budget)  # fmt: skip
+                    sender = None if named is None else (named, exc.reason.label, None, None)
+                    self._refuse(exc.reason.label, sender, budget)
                     continue
-                ceiling = self.future_above
+                ceiling = door.future_above
                 if ceiling is not None and batch.policy_version > ceiling:
-                    self._refuse("future_version", _sender(batch), budget)
+                    self._refuse("future_version", _sender(batch, "future_version"), budget)
                     continue
                 if self.book is not None:
                     try:  # before the staleness check: a stale batch carries episodes on
                         self.book.verify(batch)
                     except DecodeError as exc:
                         self._warn(exc)
-                        self._refuse(exc.reason.label, _sender(batch), budget)
+                        self._refuse(exc.reason.label, _sender(batch, exc.reason.label), budget)
                         continue
-                floor = self.stale_below
+                floor = door.stale_below
                 if floor is not None and batch.policy_version < floor:
-                    with self._lock:
-                        n, steps = self._stale
-                        self._stale = (n + 1, steps + batch.num_steps * batch.num_envs)
-                    self._refuse(Reason.STALE.label, _sender(batch), budget)
+                    door.count_stale(batch)
+                    self._pause(budget)
                     continue
-                with self._lock:
-                    self._received += 1
+                door.count_received()
                 if self.drop_oldest:
                     self._put_newest(batch)
                     continue
@@ -246,36 +193,17 @@ class BatchReceiver(threading.Thread):
         """Queue `batch`, dropping one queued batch if full (counted as surplus)."""
         old = self.out.put_evicting(batch)  # type: ignore[attr-defined]
         if old is not None:
-            with self._lock:
-                n, steps = self._surplus
-                self._surplus = (n + 1, steps + old.num_steps * old.num_envs)
-            self._attribute((old.actor_id, "surplus", old.sent, old.seq))  # takes the lock
+            self.door.count_surplus(old)
 
-    def _refuse(
-        self,
-        reason: str,
-        sender: tuple[str, int | None, int | None] | None,
-        budget: RejectBudget,
-    ) -> None:
+    def _refuse(self, reason: str, sender: Attributed | None, budget: RejectBudget) -> None:
         """Count one refused message (and its sender, for the ledger); pause if over budget."""
-        with self._lock:
-            self._rejects[reason] += 1
-            if sender is None:
-                self._unattributed[reason] += 1
-        if sender is not None:
-            self._attribute((sender[0], reason, sender[1], sender[2]))
+        self.door.refuse(reason, sender)
+        self._pause(budget)
+
+    def _pause(self, budget: RejectBudget) -> None:
         pause = budget.spend()
         if pause:
             self.stop_event.wait(pause)
-
-    def _attribute(self, entry: Attributed) -> None:
-        """Hand one refusal to the ledger, or count it unattributed once MAX_ATTRIBUTED
-        wait (the loop drains them every ~50 ms; only a flood gets here)."""
-        with self._lock:
-            if len(self._attributed) < MAX_ATTRIBUTED:
-                self._attributed.append(entry)
-            else:
-                self._unattributed[entry[1]] += 1
 
     def _warn(self, exc: DecodeError) -> None:
         now = time.monotonic()
@@ -284,9 +212,9 @@ class BatchReceiver(threading.Thread):
             log.warning("rejected rollout (%s): %s", exc.reason.label, exc.detail)
 
 
-def _sender(batch: RolloutBatch) -> tuple[str, int | None, int | None]:
-    """A valid batch's (actor_id, sent, seq) for the ledger."""
-    return batch.actor_id, batch.sent, batch.seq
+def _sender(batch: RolloutBatch, reason: str) -> Attributed:
+    """A valid batch's refusal for the ledger."""
+    return batch.actor_id, reason, batch.sent, batch.seq
 
 
 def _check_key(batch: RolloutBatch, frames: list[Any]) -> None:

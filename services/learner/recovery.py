@@ -9,6 +9,7 @@ records, stops the learner with one line naming what is wrong and the safe ways 
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections import Counter
@@ -133,7 +134,8 @@ def rebuild_from_records(loop: LearnerLoop) -> int:
     the run dir's records at those weights' env steps (rows after them are cut off);
     returns the version adopted. What the records do not hold (optimizer moments, reject
     counts by reason, the per-actor ledger) starts afresh, as the log says."""
-    found = newest_verified(loop.store)
+    run, admission = loop.run, loop.admission
+    found = newest_verified(loop.publisher.store)
     if found is None:
         raise UsageError(
             f"cannot recover run {loop.s.run_id!r}: Redis holds no verified weights of it; "
@@ -149,22 +151,95 @@ def rebuild_from_records(loop: LearnerLoop) -> int:
     loop.trainer.updates = header.learner_step
     try:
         records = records_up_to(
-            loop.s.run_dir, header.env_steps, solve_threshold=loop.recorder.solve_threshold
+            loop.s.run_dir, header.env_steps, solve_threshold=run.recorder.solve_threshold
         )
     except RecordsDamaged as exc:
         raise UsageError(f"cannot rebuild the counters: {exc}; pass another --run-dir") from None
     c = records["counters"]
-    loop.env_steps = header.env_steps
-    loop.trained_samples = c["trained_samples"]
-    loop.discarded_env_steps = c["discarded_env_steps"]
-    loop.wall_offset = c["wall_s"]
-    loop.start = time.monotonic()
-    loop.phase_totals = Counter(c["phase_totals"])
-    loop.gate.accepted = c["accepted"]
-    loop.produced_batches = c["accepted"]
-    loop.restarts = 1
-    loop.recorder.set_state(records["recorder"], env_steps=header.env_steps)
+    run.env_steps = header.env_steps
+    run.trained_samples = c["trained_samples"]
+    run.restart_clock(c["wall_s"])
+    run.phase_totals = Counter(c["phase_totals"])
+    run.restarts = 1
+    run.recorder.set_state(records["recorder"], env_steps=header.env_steps)
+    admission.discarded_env_steps = c["discarded_env_steps"]
+    admission.gate.accepted = c["accepted"]
+    admission.produced_batches = c["accepted"]
     log.warning("rebuilt from version %d and %d record rows: %d env steps, %d episodes; the "
                 "optimizer, reject counts and actor ledger start afresh", header.version,
-                records["rows"], loop.env_steps, loop.recorder.episodes)  # fmt: skip
+                records["rows"], run.env_steps, run.recorder.episodes)  # fmt: skip
     return header.version
+
+
+def move_aside(run_dir: Path) -> Path:
+    """Rename a finished run's dir to the first free RUN_DIR.N; returns the new path."""
+    for n in itertools.count(1):
+        target = run_dir.with_name(f"{run_dir.name}.{n}")
+        if not target.exists():
+            break
+    try:
+        run_dir.rename(target)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot move the finished run's dir {run_dir} to {target} ({exc.strerror}); "
+            "pass another --run-dir, or --resume to go on with the finished run"
+        ) from None
+    return target
+
+
+def resume(
+    loop: LearnerLoop,
+    ckpt: dict[str, Any] | None,
+    *,
+    new_run: bool = False,
+    rebuild: bool = False,
+) -> bool:
+    """Set the loop's state from the checkpoint and Redis, at a version to publish now;
+    False (nothing to publish) when the checkpoint is of a finished run whose end the
+    settings have already reached: the same command run again has nothing to train.
+
+    Versions only rise and a version never carries older weights than the one before it.
+    Redis may hold versions the checkpoint does not (published after it was written): the
+    newest of them is adopted as the policy (the optimizer moments and counters come from
+    the checkpoint). The newest weights are then published under the next number, because
+    actors that sent their batch to the learner that died wait for a version above the
+    one they hold before they send again."""
+    run, store = loop.run, loop.publisher.store
+    latest = store.latest_version()
+    if new_run:
+        run.version = 0 if latest is None else latest + 1
+        log.info("run %r had finished at version %s; a new run starts at version %d with "
+                 "fresh weights (pass --resume to go on with the finished one instead)",
+                 loop.s.run_id, latest, run.version)  # fmt: skip
+        return True
+    if rebuild:  # --recover without a checkpoint to trust (choose_start)
+        run.version = rebuild_from_records(loop) + 1
+        return True
+    if ckpt is None and latest is None:
+        run.version = 0
+        return True
+    version = -1
+    if ckpt is not None:
+        loop.restore(ckpt)
+        version = int(ckpt["version"])
+        if ckpt.get("finished") and run.done():
+            run.restarts -= 1  # not a restart: nothing runs
+            run.version = version
+            return False
+    if latest is not None and latest > version:
+        # Redis is ahead of the checkpoint, or there is none (killed before its first, or
+        # a new run dir for the same run id): the run goes on from its newest weights.
+        header, blob = store.fetch(latest, verify=True)
+        if header.model != loop.trainer.policy.spec:
+            raise UsageError(
+                f"run {loop.s.run_id!r} in Redis holds another model ({header.model}); "
+                "pass the same model settings or another --run-id"
+            )
+        load_numpy_state(loop.trainer.policy, unpack_tensors(header, blob))
+        log.info("resuming from %s (version %d) with the weights of version %d from Redis, "
+                 "which are newer", loop.s.run_dir, version, latest)  # fmt: skip
+        version = latest
+    run.version = version + 1
+    log.info("resumed from %s; version %d has the weights of version %d", loop.s.run_dir,
+             run.version, version)  # fmt: skip
+    return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -143,7 +144,12 @@ class PPOTrainer:
     trainer sees a device tensor."""
 
     def __init__(
-        self, *, policy: Policy, config: PPOConfig, device: torch.device | str = "cpu"
+        self,
+        *,
+        policy: Policy,
+        config: PPOConfig,
+        device: torch.device | str = "cpu",
+        reduce_gradients: Callable[[torch.Tensor], None] | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.policy = policy.to(self.device)
@@ -154,6 +160,10 @@ class PPOTrainer:
         self.flat = FlatParameters(policy)
         self.optimizer = FlatAdam(self.flat.data, self.flat.grad, eps=1e-5)
         self._gradient = select_gradient(config.gradients, policy, self.flat)
+        # The seam between a minibatch's gradient and the optimizer step: the whole
+        # gradient is one flat buffer, which a learner group averages in place (one
+        # all-reduce) so that every member takes the same step. None: a learner alone.
+        self.reduce_gradients = reduce_gradients
         self.recurrent = bool(getattr(policy, "recurrent", False))
         self.updates = 0
         # The KL penalty's beta (objective kl-penalty), adapted after every update.
@@ -291,6 +301,8 @@ class PPOTrainer:
                 shuffled = type(data)(*(t[perm] for t in data))
             for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True):
                 history.append(self._gradient(type(data)(*mb), **coefs))
+                if self.reduce_gradients is not None:
+                    self.reduce_gradients(self.flat.grad)
                 self.flat.clip_grad_norm_(cfg.max_grad_norm)
                 self.optimizer.step(lr)
             if cfg.target_kl is not None and float(history[-1].approx_kl) > cfg.target_kl:

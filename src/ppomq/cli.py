@@ -39,7 +39,8 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         # A command's flags are built when that command is parsed (its --help included),
-        # not for every command on every start: pydantic-settings takes ~10 ms for train's.
+        # not for every command on every start: building train's takes pydantic-settings
+        # longer than the rest of the parser.
         if self._add_arguments:
             add, self._add_arguments = self._add_arguments, None
             add(self)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ppomq.actor.service import new_actor_id
+from ppomq.actor.identity import new_actor_id
 from ppomq.commands.keys import generate
 from ppomq.core.transport.curvezmq import actor_id_matches_key, client_from_settings, key_suffix
 

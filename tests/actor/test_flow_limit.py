@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from ppomq.actor.service import flow_limit
+from ppomq.actor.flow_control import FlowControl, flow_limit
 
 
 @pytest.mark.parametrize(("value", "expected"), [(0, 0), (1, 1), (3, 3)])
@@ -24,3 +24,26 @@ def test_a_value_that_is_not_a_count_falls_back_to_one_with_a_warning(bad, caplo
     with caplog.at_level(logging.WARNING):
         assert flow_limit({"batches_per_version": bad}, sync=False) == 1
     assert "batches_per_version" in caplog.text
+
+
+def test_a_version_waits_after_its_share_and_a_new_version_starts_a_new_count():
+    flow = FlowControl(sync=False)
+    assert not flow.must_wait_for_new
+    flow.sent()
+    assert flow.must_wait_for_new  # before any header says otherwise: one per version
+    flow.new_version({"batches_per_version": 2})
+    flow.sent()
+    assert not flow.must_wait_for_new
+    flow.sent()
+    assert flow.must_wait_for_new
+    flow.new_version({"batches_per_version": 0})
+    for _ in range(5):
+        flow.sent()
+    assert not flow.must_wait_for_new  # 0: never wait
+
+
+def test_a_sync_actor_waits_for_a_new_version_after_every_batch():
+    flow = FlowControl(sync=True)
+    flow.new_version({"batches_per_version": 4})
+    flow.sent()
+    assert flow.must_wait_for_new

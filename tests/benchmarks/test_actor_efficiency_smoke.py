@@ -41,7 +41,7 @@ def test_profile_parser_sorts_main_thread_samples_by_what_the_actor_was_doing():
             "thread (1): MainThread;run_actor (ppomq/actor/service.py:120);EnvRunner.sample "
             "(ppomq/actor/runner.py:58);MLPInference.act (ppomq/models/mlp.py:150) 20",
             "thread (1): MainThread;run_actor (ppomq/actor/service.py:110);refresh_weights "
-            "(ppomq/actor/service.py:160);WeightsPrefetcher.newest (ppomq/actor/weights.py:94);"
+            "(ppomq/actor/policy_sync.py:160);WeightsPrefetcher.newest (ppomq/actor/weights.py:94);"
             "Condition.wait_for (threading.py:360) 40",
             "thread (3): weights-prefetch;WeightsPrefetcher._run (ppomq/actor/weights.py:70);"
             "PolicyHolder.load (ppomq/actor/weights.py:36) 5",

@@ -16,7 +16,8 @@ def test_rows_are_medians_per_actor_count_and_every_run_is_listed():
     assert [r["actors"] for r in rows] == [1, 2]
     assert rows[0]["sps_median"] == 190.0 and rows[0]["sps_range"] == [180.0, 200.0]
     assert abs(rows[1]["learner_wait_share_median"] - 0.075) < 1e-12
-    doc = {"command": "x", "machine": "m", "duration_s": 45.0, "torch_threads": 1,
+    machine = {"cpus": 2, "cpu_model": "cpu", "platform": "linux", "python": "3"}
+    doc = {"command": "x", "machine": machine, "date": "d", "duration_s": 45.0, "torch_threads": 1,
            "repeats": 2, "rows": rows, "runs": runs}  # fmt: skip
     md = markdown(doc)
     assert "| 1 | 190 (180–200) | 25% |" in md

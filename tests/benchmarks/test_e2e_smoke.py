@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from benchmarks.contenders.common import SolveTracker, thin
 from benchmarks.e2e import METRICS, check_targets, ratios, stats, summarise
@@ -130,4 +131,5 @@ def test_quick_run_writes_well_formed_results(tmp_path: Path) -> None:
         assert {t["what"] for t in doc["targets"]} >= {"SPS / SB3", "peak PSS (GB)"}
     md = (out / "e2e.md").read_text()
     assert md.startswith("# End to end, CartPole-v1") and "| ppomq async, 2 actors |" in md
-    assert (out / "e2e.png").stat().st_size > 0
+    with Image.open(out / "e2e.png") as png:  # a real picture, not an empty file
+        assert png.format == "PNG" and png.width > 100 and png.height > 100

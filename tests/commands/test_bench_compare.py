@@ -45,7 +45,7 @@ def test_table_report_and_png(runs, tmp_path):
         assert label in out.stdout, label
     report = (tmp_path / "cmp" / "report.txt").read_text()
     assert "learner publish" in report and str(a) in report
-    assert "V-trace" not in report  # not live (issue 13): no document may claim it
+    assert "V-trace" not in report  # not live: no document may claim it
     assert (tmp_path / "cmp" / "compare.png").read_bytes()[:8] == PNG
 
 

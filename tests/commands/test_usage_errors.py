@@ -1,5 +1,5 @@
-"""A usage error from argparse is one line with the `ppomq: error:` prefix once (issue 18:
-an unknown flag to `ppomq train` printed `ppomq: error: ppomq: unrecognized arguments`)."""
+"""A usage error from argparse is one line with the `ppomq: error:` prefix once (never
+`ppomq: error: ppomq: unrecognized arguments` for an unknown flag to `ppomq train`)."""
 
 from __future__ import annotations
 

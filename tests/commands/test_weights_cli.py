@@ -14,8 +14,8 @@ import redis
 
 from ppomq.core.store.keys import BLOB_FIELD, RunKeys
 from ppomq.core.store.weight_store import WeightStore
+from tests.support import free_port
 
-from ..conftest import free_port
 from ..weightserver.helpers import make_weights, mlp_tensors
 
 RUN = "cli-run"

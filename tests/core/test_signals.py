@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import time
 
 import pytest
 
@@ -12,8 +10,7 @@ from ppomq.core.signals import FastStop, WarmStop
 
 
 def _deliver(sig: int) -> None:
-    os.kill(os.getpid(), sig)
-    time.sleep(0.05)  # the handler runs in the main thread at the next bytecode
+    signal.raise_signal(sig)  # the handler has run when this returns (in this thread)
 
 
 def test_first_signal_asks_for_a_warm_stop_and_the_second_raises_fast_stop(restore_handlers):

@@ -9,16 +9,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
+from benchmarks.deploy.composefile import REPO, resolve_compose
 from ppomq.core.procutil import die_with_parent
-from ppomq.core.store.embedded import free_port
-
-from .composefile import REPO, resolve_compose
+from tests.support import free_port, wait_until
 
 START_SCRIPT = REPO / "deploy" / "redis" / "start-redis.sh"
 PASSWORDS = {"learner": "pw-learner", "reader": "pw-reader", "operator": "pw-operator"}
@@ -83,21 +81,17 @@ class ShippedRedis:
         """Until the learner's PING is answered: a restarted server answers LOADING (a
         redis-py ConnectionError) while it replays its append-only file."""
         client = redis.Redis.from_url(self.url("learner"), socket_timeout=1)
-        deadline = time.monotonic() + timeout_s
         try:
-            while True:
-                try:
-                    client.ping()
-                    return
-                except redis.ConnectionError:
-                    if self.proc is not None and self.proc.poll() is not None:
-                        err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                        raise RuntimeError(f"redis-server exited: {err}\n{self.log()}") from None
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
+            wait_until(client.ping, timeout_s, "redis-server to answer PING",
+                       check=self._check_running, not_yet=(redis.ConnectionError,),
+                       context=self.log)  # fmt: skip
         finally:
             client.close()
+
+    def _check_running(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+            raise RuntimeError(f"redis-server exited: {err}\n{self.log()}")
 
     def stop(self) -> None:
         """SIGTERM: Redis flushes its append-only file and exits, as under Docker or k8s."""

@@ -13,27 +13,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 import redis
 
+from benchmarks.deploy.composefile import REPO
 from benchmarks.envs import SLEEP_ENV_SPEC, STEP_S_VAR
 from ppomq.core.envs import rollout_spec_for
 from ppomq.core.models import build_model, model_spec_for, numpy_state
-from ppomq.core.store.embedded import free_port
 from ppomq.core.store.weight_store import WeightStore
 from ppomq.proto.weights_blob import pack_weights
+from tests.support import free_port, wait_until
 
 from ..weightserver.helpers import WeightserverProcess
-from .composefile import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 RUN_ID = "stalled"
 STALLED_AFTER_S = 2  # the probe's limit here (?stalled_after=); the image's default is 120
+# What the actor logs once it has waited 10 s for weights: proof it has waited past the limit.
+WAITING = "still waiting for weights newer than"
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -45,14 +46,6 @@ def _get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
     except OSError as exc:
         return 0, str(exc)
-
-
-def _wait(predicate, timeout_s: float, what: str, proc: subprocess.Popen, log) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert proc.poll() is None, f"the actor exited ({proc.returncode}):\n{log()}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{log()}"
-        time.sleep(0.2)
 
 
 def _publish_first_weights(redis_url: str) -> None:
@@ -96,11 +89,18 @@ def test_an_actor_stuck_in_an_env_step_fails_its_probe_while_metrics_still_answe
             [sys.executable, "-m", "ppomq.cli", "actor"], env=env, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+    actor_log = log_path.read_text
+
+    def running() -> None:
+        assert actor.poll() is None, f"the actor exited ({actor.returncode}):\n{actor_log()}"
+
     try:
-        actor_log = log_path.read_text
-        _wait(lambda: _get(healthz)[0] == 200, 60, "/healthz", actor, actor_log)
+        wait_until(lambda: _get(healthz)[0] == 200, 60, "/healthz", check=running,
+                   context=actor_log)  # fmt: skip
         # Waiting for its first weights, the loop turns (every 20 ms): healthy, however long.
-        time.sleep(STALLED_AFTER_S + 1)
+        # Its warning comes once it has waited 10 s: five times the limit.
+        wait_until(lambda: WAITING in actor_log(), 60, "the actor's still-waiting warning",
+                   check=running, context=actor_log)  # fmt: skip
         status, body = _get(healthz)
         assert status == 200 and "ok:" in body, body
         res = probe("--stalled-after", str(STALLED_AFTER_S))
@@ -108,7 +108,8 @@ def test_an_actor_stuck_in_an_env_step_fails_its_probe_while_metrics_still_answe
 
         # Weights arrive; its first env step never returns.
         _publish_first_weights(redis_url)
-        _wait(lambda: _get(healthz)[0] == 503, 60, "/healthz to say 503", actor, actor_log)
+        wait_until(lambda: _get(healthz)[0] == 503, 60, "/healthz to say 503", check=running,
+                   context=actor_log)  # fmt: skip
         assert "first env step" in actor_log()  # it is in the step, as meant
         status, body = _get(healthz)
         assert "not turned for" in body, body

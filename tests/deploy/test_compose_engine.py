@@ -1,5 +1,5 @@
 """`docker compose` on a real engine: the repository's docker-compose.yml and Dockerfile,
-built and run as a user runs them (tests/deploy/docker_engine.py says what stands in for
+built and run as a user runs them (benchmarks/deploy/docker_engine.py says what stands in for
 Docker Hub where there is none).
 
 - `up --build` of a finite run returns 0, every ppomq service exits 0, and the summary in
@@ -15,18 +15,22 @@ Skipped, saying why, only where no engine answers and none can be started.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .docker_engine import ComposeProject, Engine, NoEngine, start_engine
+from benchmarks.deploy.docker_engine import ComposeProject, Engine, NoEngine, start_engine
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+# Each poll is a `docker exec` or a `docker compose` call: once a second is plenty.
+wait_slowly = functools.partial(wait_until, interval_s=1.0)
 
 RUN_ID = "cartpole"  # docker-compose.yml's default PPOMQ_RUN_ID
 
@@ -48,16 +52,6 @@ def project(engine: Engine, tmp_path: Path) -> Iterator[ComposeProject]:
         yield p
     finally:
         p.run("--profile", "*", "down", "-v", "--timeout", "5", check=False, timeout=180)
-
-
-def wait_for(cond: Callable[[], object], timeout_s: float, what: str, every: float = 1.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 def read_summary(p: ComposeProject, tmp_path: Path) -> dict:
@@ -137,21 +131,20 @@ def test_scaled_run_survives_a_killed_actor_a_removed_learner_and_a_redis_restar
         return 0
 
     def sample_latest() -> None:
-        while not stop_sampling.is_set():
+        while not stop_sampling.wait(0.5):  # a sample each half second until told to stop
             latest()
-            time.sleep(0.5)
 
     sampler = threading.Thread(target=sample_latest, daemon=True)
     sampler.start()
     try:
-        wait_for(lambda: latest() >= 5, 240, "5 versions")
+        wait_slowly(lambda: latest() >= 5, 240, "5 versions")
 
         # All four replicas train: each is a live actor of the learner's status.
         def live_actors() -> int:
             out = project.exec("weightserver", "ppomq", "status", "--json", check=False)
             return len(json.loads(out.stdout)["actors"]) if out.returncode == 0 else 0
 
-        wait_for(lambda: live_actors() == 4, 120, "4 live actors")
+        wait_slowly(lambda: live_actors() == 4, 120, "4 live actors")
 
         # SIGKILL inside an actor's container: `restart: on-failure` starts it again.
         actor = project.container_id("actor", 1)
@@ -163,7 +156,7 @@ def test_scaled_run_survives_a_killed_actor_a_removed_learner_and_a_redis_restar
             "import os, signal; os.kill(-1, signal.SIGKILL)",
             check=False,
         )
-        wait_for(
+        wait_slowly(
             lambda: (
                 int(project.engine.docker("inspect", "-f", "{{.RestartCount}}", actor).strip()) >= 1
             ),
@@ -174,24 +167,24 @@ def test_scaled_run_survives_a_killed_actor_a_removed_learner_and_a_redis_restar
         # The learner container removed mid-run, then started again: it resumes.
         # A version read, not latest()'s 0 for a Redis that did not answer in time (with 0
         # the wait below would pass before the new learner had logged a line).
-        before_learner = wait_for(latest, 60, "a version before the learner's removal")
+        before_learner = wait_slowly(latest, 60, "a version before the learner's removal")
         project.run("rm", "--stop", "--force", "learner", timeout=180)
         project.run("up", "--detach", "--no-deps", "learner", timeout=300)
 
         def learner_log() -> str:
             return project.run("logs", "learner", check=False).stdout
 
-        wait_for(
+        wait_slowly(
             lambda: any(f"{w} from /data/runs/" in learner_log() for w in ("resumed", "resuming")),
             120,
             "the new learner's resume line",
         )
-        wait_for(lambda: latest() > before_learner + 3, 240, "versions after the new learner")
+        wait_slowly(lambda: latest() > before_learner + 3, 240, "versions after the new learner")
 
         # The Redis container restarted mid-run keeps every version.
         before = versions_listed(project)
         project.run("restart", "redis", timeout=120)
-        wait_for(lambda: latest() > before[-1] + 3, 240, "versions after the Redis restart")
+        wait_slowly(lambda: latest() > before[-1] + 3, 240, "versions after the Redis restart")
         after = versions_listed(project)
         assert set(before) <= set(after), sorted(set(before) - set(after))
         redis_log = project.run("logs", "redis").stdout
@@ -200,13 +193,13 @@ def test_scaled_run_survives_a_killed_actor_a_removed_learner_and_a_redis_restar
         ]
 
         # The run ends by itself: the learner, the weightserver and every actor exit 0.
-        wait_for(
+        wait_slowly(
             lambda: all(
                 c["State"] == "exited" for c in project.containers() if c["Service"] != "redis"
             ),
             600,
             "the run's end",
-            every=3,
+            interval_s=3.0,
         )
     finally:
         stop_sampling.set()
@@ -218,7 +211,8 @@ def test_scaled_run_survives_a_killed_actor_a_removed_learner_and_a_redis_restar
     assert summary["total_env_steps"] >= 300_000
     # Four replicas trained, and the killed one's second incarnation too (a new actor id).
     assert summary["actors"] >= 5, summary["actors_seen"]
-    assert summary["learner_restarts"] >= 1 or summary["resumed_wall_s"] > 0
+    # One learner replaced mid-run: the run resumed once, its clock from where it was.
+    assert summary["learner_restarts"] == 1 and summary["resumed_wall_s"] > 0, summary
 
 
 def test_down_v_leaves_no_container_network_or_volume(project: ComposeProject):

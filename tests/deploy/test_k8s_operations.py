@@ -29,13 +29,13 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
+from benchmarks.deploy.composefile import REPO, SETTINGS_OF, tool
 from ppomq.cli import build_parser
 from ppomq.core.errors import UsageError
 from ppomq.core.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
-from ppomq.core.store.embedded import free_port
 from ppomq.core.transport.curvezmq import client_from_settings, server_from_settings
+from tests.support import free_port
 
-from .composefile import REPO, SETTINGS_OF, tool
 from .test_manifests import (
     CLUSTER_SCOPED,
     _allowed,
@@ -218,7 +218,7 @@ def test_k8s_finite_jobs_replace_disrupted_pods_and_fail_at_once_on_a_usage_erro
 
 
 def test_k8s_finite_run_over_the_hpa_overlay_drops_the_hpa_and_sets_the_actors_count(k8s_copy):
-    """components/actor-hpa + finite-run (issue 16: "Unable to remove nonexistent key:
+    """components/actor-hpa + finite-run ("Unable to remove nonexistent key:
     replicas"): no HPA can scale a Job, so finite-run removes it and gives the actor Job a
     count of its own; without the HPA the Job keeps the Deployment's count."""
     renders = _finite_renders(k8s_copy)
@@ -230,7 +230,7 @@ def test_k8s_finite_run_over_the_hpa_overlay_drops_the_hpa_and_sets_the_actors_c
     gpu_learner = _by_kind(renders["gpu"], "Job")["learner"]["spec"]["template"]["spec"]
     assert gpu_learner["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
     # Both merge into the learner's ConfigMap: the finite run's end and the GPU overlay's
-    # device and threads (issue 18) all reach the learner Job.
+    # device and threads all reach the learner Job.
     (learner_cm,) = [
         d["data"] for d in renders["gpu"]
         if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("ppomq-learner")

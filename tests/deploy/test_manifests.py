@@ -20,11 +20,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from ppomq.cli import build_parser
-from ppomq.core.settings import ENV_PREFIX, WeightserverSettings
-from ppomq.healthcheck import SERVICES as HEALTHCHECK_SERVICES
-
-from .composefile import (
+from benchmarks.deploy.composefile import (
     COMPOSE_FILE,
     REPO,
     SETTINGS_OF,
@@ -35,6 +31,9 @@ from .composefile import (
     tcp_port,
     tool,
 )
+from ppomq.cli import build_parser
+from ppomq.core.settings import ENV_PREFIX, WeightserverSettings
+from ppomq.healthcheck import SERVICES as HEALTHCHECK_SERVICES
 
 OVERLAYS = ("local", "gpu-learner")
 ENV_EXAMPLE = REPO / "deploy" / "compose.env.example"
@@ -512,8 +511,8 @@ def test_k8s_ppomq_containers_set_only_their_settings_and_ports_match(rendered):
         for field in ROLLOUT_FIELDS:
             if field in type(b).model_fields:
                 assert getattr(a, field) == getattr(b, field), field
-    assert urlsplit(learner.redis_url).username == "ppomq-learner"
-    assert urlsplit(ws.redis_url).username == "ppomq-reader"
+    assert urlsplit(learner.redis_url.get_secret_value()).username == "ppomq-learner"
+    assert urlsplit(ws.redis_url.get_secret_value()).username == "ppomq-reader"
 
 
 def test_k8s_secrets_stay_out_of_configmaps_and_images(rendered):
@@ -581,7 +580,7 @@ def _cpu_cores(quantity: str | int | float) -> float:
 def test_k8s_learner_device_and_threads_match_its_resources(rendered):
     """The gpu-learner overlay's learner trains on CUDA (`cuda`, not `auto`: no GPU there
     is a failed start, not a silent CPU run) and every overlay's learner uses as many torch
-    threads as it requests whole cores, at least one (`--torch-threads`, issue 18)."""
+    threads as it requests whole cores, at least one (`--torch-threads`)."""
     name, docs = rendered
     learner = _by_kind(docs, "Deployment")["learner"]["spec"]["template"]["spec"]
     container = learner["containers"][0]

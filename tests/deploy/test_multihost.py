@@ -19,28 +19,30 @@ namespaces is used, and every namespace and /etc/netns entry is removed, whateve
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import itertools
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from .composefile import REPO, resolve_compose
+from benchmarks.deploy.composefile import resolve_compose
+from benchmarks.deploy.netns import (
+    STOPPED_BY_SIGTERM,
+    Host,
+    Lab,
+    open_lab,
+    start_order,
+    wait_healthy,
+    why_not_netns,
+)
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(420)]
 
-VENV_BIN = Path(sys.executable).parent
-SUBNET = "10.231.0"
 # host name -> compose service it runs. Two hosts for the actor service: its replicas.
 HOSTS = {
     "keys": "keys",
@@ -59,239 +61,17 @@ COMPOSE_ENV = {
     "REDIS_LEARNER_PASSWORD": "netns-learner-pw",
     "REDIS_READER_PASSWORD": "netns-reader-pw",
 }
-# The image's ENV (Dockerfile, runtime stage) besides PATH.
-IMAGE_ENV = {"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 VERSIONS_NEEDED = 3
 DEADLINE_S = 240
-# A service that SIGTERM stopped before its run's end exits 128 + 15 (ppomq.core.signals).
-STOPPED_BY_SIGTERM = 128 + signal.SIGTERM
-
-
-def _why_not_netns() -> str | None:
-    if os.geteuid() != 0:
-        return "multi-host tests need root (ip netns add)"
-    if shutil.which("ip") is None:
-        return "multi-host tests need iproute2's `ip` (apt-get install iproute2)"
-    probe = f"ppomq-probe-{os.getpid()}"
-    res = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if res.returncode != 0:
-        return f"`ip netns add` is not permitted here: {res.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
-def _ip(*args: str) -> None:
-    res = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
-    if res.returncode != 0:
-        raise RuntimeError(f"ip {' '.join(args)}: {res.stderr.strip()}")
-
-
-class Lab:
-    """Network hosts in namespaces, and the processes started in them."""
-
-    def __init__(self, root: Path) -> None:
-        self.tag = uuid.uuid4().hex[:6]
-        self.root = root
-        self.hub = f"ppomq-{self.tag}-hub"
-        self.namespaces: list[str] = []
-        self.etc_dirs: list[Path] = []
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.addr: dict[str, str] = {}
-
-    def ns(self, host: str) -> str:
-        return f"ppomq-{self.tag}-{host}"
-
-    def build(self, hosts: dict[str, str]) -> None:
-        _ip("netns", "add", self.hub)
-        self.namespaces.append(self.hub)
-        _ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
-        _ip("-n", self.hub, "link", "set", "br0", "up")
-        for i, host in enumerate(hosts):
-            ns = self.ns(host)
-            _ip("netns", "add", ns)
-            self.namespaces.append(ns)
-            self.addr[host] = f"{SUBNET}.{10 + i}"
-            # Both ends are created inside our namespaces: nothing touches the host's links.
-            _ip("-n", self.hub, "link", "add", f"v{i}", "type", "veth", "peer", "eth0", "netns", ns)
-            _ip("-n", self.hub, "link", "set", f"v{i}", "master", "br0", "up")
-            _ip("-n", ns, "addr", "add", f"{self.addr[host]}/24", "dev", "eth0")
-            _ip("-n", ns, "link", "set", "eth0", "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-        # Service names resolve as on the compose network (only the services' own hosts).
-        names = "".join(f"{self.addr[h]}\t{h}\n" for h in hosts if hosts[h] == h)
-        for host in hosts:
-            etc = Path("/etc/netns") / self.ns(host)
-            etc.mkdir(parents=True, exist_ok=True)
-            self.etc_dirs.append(etc)
-            (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n{names}")
-
-    def start(self, host: str, argv: list[str], env: dict[str, str], cwd: Path) -> None:
-        log = open(self.root / f"{host}.log", "wb")  # noqa: SIM115 - closed with the lab
-        self.procs[host] = subprocess.Popen(
-            ["ip", "netns", "exec", self.ns(host), *argv],
-            env=env,
-            cwd=cwd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()
-
-    def run(self, host: str, argv: list[str], env: dict[str, str], timeout: float = 15) -> str:
-        res = subprocess.run(
-            ["ip", "netns", "exec", self.ns(host), *argv],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if res.returncode != 0:
-            out = res.stdout + res.stderr
-            raise RuntimeError(f"{argv[:3]} on {host}: rc {res.returncode}: {out}")
-        return res.stdout
-
-    def cut(self, a: str, b: str) -> None:
-        """Partition hosts `a` and `b` from each other, both ways: packets between them go
-        nowhere (blackhole routes), as on a failed link between two machines. Both keep
-        every other path (an actor cut off from the learner still reaches the
-        weightserver)."""
-        _ip("-n", self.ns(a), "route", "add", "blackhole", f"{self.addr[b]}/32")
-        _ip("-n", self.ns(b), "route", "add", "blackhole", f"{self.addr[a]}/32")
-
-    def heal(self, a: str, b: str) -> None:
-        _ip("-n", self.ns(a), "route", "del", "blackhole", f"{self.addr[b]}/32")
-        _ip("-n", self.ns(b), "route", "del", "blackhole", f"{self.addr[a]}/32")
-
-    def log(self, host: str, tail: int = 3000) -> str:
-        path = self.root / f"{host}.log"
-        return path.read_text(errors="replace")[-tail:] if path.exists() else ""
-
-    def check_alive(self) -> None:
-        for host, proc in self.procs.items():
-            if proc.poll() is not None:
-                raise AssertionError(f"{host} exited with {proc.returncode}:\n{self.log(host)}")
-
-    def stop(self, host: str, timeout: float = 60) -> int | None:
-        proc = self.procs.get(host)
-        if proc is None:
-            return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        return proc.returncode
-
-    def teardown(self) -> None:
-        for host in reversed(list(self.procs)):
-            with contextlib.suppress(Exception):  # keep tearing down
-                self.stop(host, timeout=10)
-        for ns in reversed(self.namespaces):
-            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-        for etc in self.etc_dirs:
-            shutil.rmtree(etc, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def open_lab(root: Path) -> Iterator[Lab]:
-    """A Lab whose namespaces and /etc/netns entries are gone afterwards, whatever happens."""
-    lab = Lab(root)
-    try:
-        yield lab
-    finally:
-        lab.teardown()
-        leftovers = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
-        assert lab.tag not in leftovers.stdout, leftovers.stdout
-        assert not any(e.exists() for e in lab.etc_dirs)
 
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[Lab]:
-    reason = _why_not_netns()
+    reason = why_not_netns()
     if reason:
         pytest.skip(reason)
     with open_lab(tmp_path) as lab:
         yield lab
-
-
-class Host:
-    """One compose service as it runs on one host: argv, env and paths mapped from the
-    container's (volumes -> folders under the test's tmp dir, bind mounts -> the repo)."""
-
-    def __init__(self, name: str, service: dict, root: Path) -> None:
-        self.name = name
-        self.service = service
-        home = root / name
-        self.workdir = home / "data"  # the image's WORKDIR /data
-        self.workdir.mkdir(parents=True)
-        (home / "tmp").mkdir()
-        self.paths: dict[str, str] = {}
-        for volume in service.get("volumes", []):
-            source, target = str(volume).split(":")[:2]
-            if source.startswith("./"):
-                self.paths[target] = str(REPO / source[2:])
-            elif source.startswith("keys-"):
-                # The CURVE keys, made once and copied to every host that needs them
-                # (docker-compose.yml's recipe for actors on other machines).
-                self.paths[target] = str(root / "copied-keys" / source)
-            else:
-                local = home / "volumes" / source
-                local.mkdir(parents=True)
-                self.paths[target] = str(local)
-        env = {k: self.map_path(v) for k, v in service["environment"].items()}
-        self.env = {
-            "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": str(home),
-            "TMPDIR": str(home / "tmp"),
-            "MPLCONFIGDIR": str(home / "tmp" / "matplotlib"),
-            **IMAGE_ENV,
-            **env,
-        }
-        entrypoint = service.get("entrypoint") or ["ppomq"]  # the image's ENTRYPOINT
-        self.argv = [self.map_path(a) for a in [*entrypoint, *service.get("command", [])]]
-
-    def map_path(self, value: str) -> str:
-        for target in sorted(self.paths, key=len, reverse=True):
-            if value == target or value.startswith(target + "/"):
-                return self.paths[target] + value[len(target) :]
-        return value
-
-    def healthcheck_argv(self) -> list[str]:
-        test = self.service["healthcheck"]["test"]
-        if test[0] == "CMD-SHELL":
-            return ["sh", "-c", test[1].replace("$$", "$")]
-        assert test[0] == "CMD", test
-        return [a.replace("$$", "$") for a in test[1:]]
-
-
-def _start_order(services: dict) -> list[str]:
-    order: list[str] = []
-
-    def visit(name: str) -> None:
-        for dep in services[name].get("depends_on", {}):
-            visit(dep)
-        if name not in order:
-            order.append(name)
-
-    for name in services:
-        visit(name)
-    return order
-
-
-def _wait_healthy(lab: Lab, host: Host, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    last = ""
-    while time.monotonic() < deadline:
-        lab.check_alive()
-        try:
-            lab.run(host.name, host.healthcheck_argv(), host.env)
-            return
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
-            last = str(exc)
-        time.sleep(1)
-    raise AssertionError(f"{host.name} not healthy in {timeout_s}s: {last}\n{lab.log(host.name)}")
 
 
 class Topology:
@@ -317,7 +97,7 @@ class Topology:
         `service_started`, started)."""
         lab, hosts = self.lab, self.hosts
         healthy: set[str] = set()
-        for service in _start_order(self.services):
+        for service in start_order(self.services):
             conditions = self.services[service].get("depends_on", {})
             for dep, cond in conditions.items():
                 assert cond["condition"] in (
@@ -327,7 +107,7 @@ class Topology:
                     continue  # started or run already: _start_order puts it first
                 for host in hosts.values():
                     if HOSTS[host.name] == dep and host.name not in healthy:
-                        _wait_healthy(lab, host)
+                        wait_healthy(lab, host)
                         healthy.add(host.name)
             for host in hosts.values():
                 if HOSTS[host.name] != service:
@@ -368,31 +148,26 @@ class Topology:
 def test_compose_topology_trains_across_five_network_hosts(lab: Lab, tmp_path: Path):
     top = Topology(lab, tmp_path, {})
     top.start()
-    first = None
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        lab.check_alive()
+    seen: dict[str, int] = {}  # the first version seen, and the batches accepted
+
+    def trained_on_both_hosts() -> bool:
         version = top.latest()
-        if first is None and version is not None:
-            first = version
-        ids = list(top.actor_entries())
-        hosts_seen = {top.actor_host(i) for i in ids} - {None}
-        stats = top.stats()
-        accepted = stats.get("batches_accepted", 0)
-        if (
-            first is not None
+        if "first" not in seen and version is not None:
+            seen["first"] = version
+        hosts_seen = {top.actor_host(i) for i in top.actor_entries()} - {None}
+        seen["accepted"] = top.stats().get("batches_accepted", 0)
+        return (
+            "first" in seen
             and version is not None
-            and version >= first + VERSIONS_NEEDED
+            and version >= seen["first"] + VERSIONS_NEEDED
             and hosts_seen == {"actor-1", "actor-2"}
-            and accepted > 0
-        ):
-            break
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"after {DEADLINE_S}s: versions {first}->{version}, actor ids {ids}, "
-                f"stats {stats}\n" + top.logs()
-            )
-        time.sleep(2)
+            and seen["accepted"] > 0
+        )
+
+    wait_until(trained_on_both_hosts, DEADLINE_S,
+               f"{VERSIONS_NEEDED} new versions, with batches from both actor hosts",
+               **_watching(lab, top))  # fmt: skip
+    first, accepted = seen["first"], seen["accepted"]
 
     hosts = top.hosts
     # The weightservers serve what the learner published (the compose healthcheck's ping).
@@ -414,16 +189,15 @@ def test_compose_topology_trains_across_five_network_hosts(lab: Lab, tmp_path: P
 PARTITION_S = 10.0
 
 
-def _poll(lab: Lab, top: Topology, predicate: Callable[[], bool], timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        lab.check_alive()
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout_s} s waiting for {what}; stats {top.stats()}, "
-                f"actors {top.actor_entries()}\n" + top.logs()
-            )
-        time.sleep(0.5)
+def _watching(lab: Lab, top: Topology) -> dict[str, Any]:
+    """`wait_until`'s check and context here: every host's process stays up; on timeout, the
+    run's stats, its actors and every host's log. Each poll runs redis-cli in a namespace:
+    twice a second is plenty."""
+    return {
+        "check": lab.check_alive,
+        "context": lambda: f"stats {top.stats()}, actors {top.actor_entries()}\n{top.logs()}",
+        "interval_s": 0.5,
+    }
 
 
 def _ids_by_host(top: Topology) -> dict[str, str]:
@@ -432,15 +206,18 @@ def _ids_by_host(top: Topology) -> dict[str, str]:
 
 
 def _until_both_actor_hosts_train(lab: Lab, top: Topology) -> dict[str, str]:
-    _poll(lab, top, lambda: len(_ids_by_host(top)) == 2 and (top.latest() or 0) >= 3,
-          DEADLINE_S, "both actor hosts training")  # fmt: skip
+    wait_until(lambda: len(_ids_by_host(top)) == 2 and (top.latest() or 0) >= 3,
+               DEADLINE_S, "both actor hosts training", **_watching(lab, top))  # fmt: skip
     return _ids_by_host(top)
 
 
-def _sleep_alive(lab: Lab, until: float) -> None:
-    while time.monotonic() < until:
-        lab.check_alive()
-        time.sleep(0.5)
+def _hold_partition(lab: Lab, top: Topology) -> None:
+    """Keep the cut for PARTITION_S, well past the heartbeat timeout that drops the dead
+    connections: the partition's length is the scenario. Every process must live through
+    it."""
+    healed_at = time.monotonic() + PARTITION_S
+    wait_until(lambda: time.monotonic() >= healed_at, PARTITION_S + 60,
+               "the partition's end", **_watching(lab, top))  # fmt: skip
 
 
 def _stop_training(lab: Lab) -> None:
@@ -467,29 +244,23 @@ def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rej
     top = Topology(lab, tmp_path, {"PPOMQ_BATCH_SAMPLES": "0"})
     top.start()
     max_staleness = int(top.services["learner"]["environment"]["PPOMQ_MAX_STALENESS"])
-    heartbeat_s = 5.0  # the transport's default heartbeat timeout: when a dead link is noticed
 
     cut_id = _until_both_actor_hosts_train(lab, top)["actor-1"]
 
     v_cut = top.latest()
     assert v_cut is not None
     lab.cut("actor-1", "learner")
-    cut_at = time.monotonic()
-    time.sleep(heartbeat_s + 1)
-    # By now both ends have dropped the dead connection; actor-1 sends nothing more and
-    # holds a batch of a version at most this one.
-    v_dropped = top.latest()
-    assert v_dropped is not None
-    _sleep_alive(lab, cut_at + PARTITION_S)
+    _hold_partition(lab, top)
     v_heal = top.latest()
     stats_heal = top.stats()
     stale_heal = stats_heal["rejects"].get("stale", 0)
     batches_heal = top.actor_entries()[cut_id]["batches"]
     lab.heal("actor-1", "learner")
     healed_unix, healed_at = time.time(), time.monotonic()
-    # The learner trained on actor-2 meanwhile, far enough that actor-1's held batch is
-    # too old to train on when it arrives.
-    assert v_heal is not None and v_heal - v_dropped > max_staleness, (v_dropped, v_heal)
+    # The learner trained on actor-2 meanwhile, far past the version of the cut: the batch
+    # actor-1 holds (made once the heartbeat had dropped its connection) is too old to train
+    # on when it arrives, as the stale count below shows.
+    assert v_heal is not None and v_heal - v_cut > max_staleness, (v_cut, v_heal)
 
     def cut_actor_admitted_again() -> bool:
         e = top.actor_entries()[cut_id]  # the same id: the same process, not restarted
@@ -499,7 +270,8 @@ def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rej
             and 0 <= e["age"] <= max_staleness  # the batch passed the staleness gate
         )
 
-    _poll(lab, top, cut_actor_admitted_again, 90, "actor-1's batches admitted again")
+    wait_until(cut_actor_admitted_again, 90, "actor-1's batches admitted again",
+               **_watching(lab, top))  # fmt: skip
     back_s = time.monotonic() - healed_at
     # The batch actor-1 held through the cut arrived and was rejected as stale.
     stale_after = top.stats()["rejects"].get("stale", 0)
@@ -513,7 +285,7 @@ def test_an_actor_cut_off_from_the_learner_comes_back_and_its_stale_batch_is_rej
     gap, at = _longest_update_gap(top, v_cut)
     print(
         f"\nRELIABILITY partition: actor-1 cut off from the learner for {PARTITION_S:.0f} s; "
-        f"learner went v{v_cut} (cut) -> v{v_dropped} (+{heartbeat_s + 1:.0f} s) -> v{v_heal} on "
+        f"learner went v{v_cut} (cut) -> v{v_heal} on "
         f"actor-2 meanwhile; longest gap between updates around it {gap:.2f} s (before "
         f"v{at}); actor-1 admitted again {back_s:.1f} s after the heal; stale rejects "
         f"{stale_heal} -> {stale_after}"
@@ -538,8 +310,7 @@ def test_training_resumes_after_every_actor_was_cut_off_from_the_learner(lab: La
     assert v_cut is not None
     for host in ("actor-1", "actor-2"):
         lab.cut(host, "learner")
-    cut_at = time.monotonic()
-    _sleep_alive(lab, cut_at + PARTITION_S)
+    _hold_partition(lab, top)
     v_heal = top.latest()
     assert v_heal is not None
     batches_heal = {h: top.actor_entries()[i]["batches"] for h, i in ids.items()}
@@ -559,8 +330,9 @@ def test_training_resumes_after_every_actor_was_cut_off_from_the_learner(lab: La
             for h, i in ids.items()
         )
 
-    _poll(lab, top, trained_on_both_again, ALL_CUT_RESUME_S,
-          f"training to resume after the heal (v{v_heal} at the heal)")  # fmt: skip
+    wait_until(trained_on_both_again, ALL_CUT_RESUME_S,
+               f"training to resume after the heal (v{v_heal} at the heal)",
+               **_watching(lab, top))  # fmt: skip
     both_back_s = time.monotonic() - healed_at
     v_back = top.latest()
     resends = sum(lab.log(h, tail=10**7).count("sending another batch with it") for h in ids)

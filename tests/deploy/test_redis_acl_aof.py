@@ -1,5 +1,5 @@
 """deploy/redis/users.acl with the append-only file on: what the learner published survives
-a Redis restart (issue 16), and still no client can act as the `default` user.
+a Redis restart, and still no client can act as the `default` user.
 
 At start Redis replays its append-only file as the `default` user, and on Redis 7 (before
 redis/redis#14545) EXEC checks that user's ACL permissions again: a `default` user without

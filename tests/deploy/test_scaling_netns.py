@@ -2,9 +2,9 @@
 change the size of an update, and up to the update's own number of batches almost nothing
 is thrown away.
 
-Each service runs on its own network host (netns_scaling.py) with exactly the env of
-docker-compose.yml or of the rendered k8s overlay `local`, changed only in the env id (an
-I/O-bound env: two cores do not cap N), the mode and the run length. Async: every update at
+Each service runs on its own network host (benchmarks/deploy/netns_scaling.py) with exactly
+the env of docker-compose.yml or of the rendered k8s overlay `local`, changed only in the env
+id (an I/O-bound env: two cores do not cap N), the mode and the run length. Async: every update at
 steady state trains on the shipped update size (PPOMQ_BATCH_SAMPLES 0: the PPOMQ_ACTORS
 hint, 2, × num_envs × num_steps) whatever N is; with one actor, which may send one batch
 per version, on the one batch it can send. Sync: one batch from each of the N actors (the
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from .composefile import tool
-from .netns_scaling import OVERRIDES_OF, measure, why_not
-from .service_env import OVERRIDABLE
-from .test_multihost import open_lab
+from benchmarks.deploy.composefile import tool
+from benchmarks.deploy.netns import open_lab
+from benchmarks.deploy.netns_scaling import OVERRIDES_OF, measure, why_not
+from benchmarks.deploy.service_env import OVERRIDABLE
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -9,13 +9,13 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from ppomq.core.rundir import read_csv
+from tests.support import wait_until
 
 from .cli import PPOMQ, SMALL, clean_env
 
@@ -79,12 +79,13 @@ def test_a_full_disk_is_named_the_summary_said_and_the_same_command_resumes(smal
         env=clean_env(), start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
         progress = run_dir / "progress.csv"
-        while not (progress.exists() and len(progress.read_text().splitlines()) > 3):
+
+        def running() -> None:
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no updates within 120 s"
-            time.sleep(0.1)
+
+        wait_until(lambda: progress.exists() and len(progress.read_text().splitlines()) > 3,
+                   120, "3 updates in progress.csv", check=running)  # fmt: skip
         filler = _fill(small_disk)
         try:
             out, err = proc.communicate(timeout=120)

@@ -1,4 +1,4 @@
-"""A run that ends at its target stops within moments of its last update (issue 11): the
+"""A run that ends at its target stops within moments of its last update: the
 actors and the weightserver hear the end and exit by themselves, the fork server and Redis
 are stopped. Nothing of the run may be lost on the way: checkpoint, final weights, summary,
 episodes, learning curve, and every service stops by itself or through its own warm stop

@@ -1,6 +1,6 @@
 """End to end: a finished `ppomq train` run keeps its weight versions in its run dir, and
 `ppomq weights ... --run-dir` / `ppomq status --run-dir` read them, without touching a byte
-of it, with no server started by hand (issue 16)."""
+of it, with no server started by hand."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ppomq.core.rundir import REDIS_DIR
-from ppomq.core.store.embedded import free_port
+from tests.support import free_port
 
 from .cli import PPOMQ, SMALL
 from .cli import clean_env as _env

@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgpack
@@ -24,12 +25,13 @@ import numpy as np
 import pytest
 import redis
 
+from benchmarks.messages.factory import make_batch
 from ppomq.core.envs import rollout_spec_for
 from ppomq.core.store.keys import RunKeys
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.launch.wiring import connect_addr
 from ppomq.proto import EpisodeStats, encode
-from tests.proto.factory import make_batch
+from tests.support import wait_until
 
 from .cli import PPOMQ, SMALL, clean_env
 
@@ -42,15 +44,11 @@ FORGE_S = 1.5
 MAX_SEQ = 2**64 - 1
 
 
-def _wait_for(what: str, cond, proc: subprocess.Popen, timeout: float = 90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        assert proc.poll() is None, f"ppomq train exited ({proc.returncode}) before {what}"
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+def _running(proc: subprocess.Popen) -> Callable[[], None]:
+    def check() -> None:
+        assert proc.poll() is None, f"ppomq train exited ({proc.returncode})"
+
+    return check
 
 
 def _with_seq(frames: list, seq: int) -> list:
@@ -78,8 +76,8 @@ def test_a_forged_max_seq_batch_under_the_actors_id_does_not_stop_the_run(tmp_pa
     r = None
     try:
         settings = run_dir / "settings.json"
-        _wait_for("settings.json", lambda: settings.exists() and settings.read_text(), proc)
-        _wait_for("settings.json's end", lambda: settings.read_text().endswith("\n"), proc)
+        wait_until(lambda: settings.exists() and settings.read_text().endswith("\n"), 90,
+                   "settings.json, whole", check=_running(proc))  # fmt: skip
         cfg = json.loads(settings.read_text())
         r = redis.Redis.from_url(cfg["redis_url"], socket_timeout=2)
         latest_key = RunKeys(cfg["run_id"]).latest
@@ -89,8 +87,9 @@ def test_a_forged_max_seq_batch_under_the_actors_id_does_not_stop_the_run(tmp_pa
             return -1 if raw is None else int(raw)
 
         actor_log = run_dir / "logs" / "actor-0.log"
-        honest = _wait_for("the actor's id", lambda: _actor_id(actor_log), proc)
-        _wait_for("version 2", lambda: latest() >= 2, proc)
+        honest = wait_until(lambda: _actor_id(actor_log), 90, "the actor's id",
+                            check=_running(proc))  # fmt: skip
+        wait_until(lambda: latest() >= 2, 90, "version 2", check=_running(proc))
         spec = rollout_spec_for("CartPole-v1", run_id=cfg["run_id"], num_steps=T,
                                 max_bytes=1 << 24, num_envs=N)  # fmt: skip
         rng = np.random.default_rng(0)
@@ -102,14 +101,14 @@ def test_a_forged_max_seq_batch_under_the_actors_id_does_not_stop_the_run(tmp_pa
         b.arrays["terminated"][:] = False
         b.arrays["truncated"][:] = False
         b.episodes = EpisodeStats([], [])
+        # Its close waits up to linger_ms for the batches still queued to leave.
         with RolloutSender(connect_addr(cfg["rollout_bind"]), linger_ms=2000) as forger:
-            until = time.monotonic() + FORGE_S
+            until = time.monotonic() + FORGE_S  # how long the attack lasts
             while time.monotonic() < until:
                 v = latest()
                 for version in range(max(0, v - 2), v + 10):
                     b.policy_version = version
                     forger.send(_with_seq(encode(b), MAX_SEQ), timeout_ms=20)
-            time.sleep(0.5)  # the forger's queued batches leave before its socket closes
         # Mid-run: otherwise the run's end below says nothing about the forgery.
         assert proc.poll() is None, "the run ended before the forgery; raise TOTAL_STEPS"
         # A liveness bound, not a timing assertion: a locked-out actor never gets there.

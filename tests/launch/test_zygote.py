@@ -13,36 +13,39 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from ppomq.core.store.embedded import free_port
+from tests.conftest import REPO
+from tests.support import free_port, wait_until
 
-# argv: log path, redis url, run id, then one of "sleep" (stay, to be killed) or "cycle"
-# (SIGKILL the child, start it again, SIGTERM it; print the exit codes).
+# argv: log path, redis url, run id, bind, one of "sleep" (stay, to be killed) or "cycle"
+# (SIGKILL the child, start it again, SIGTERM it; print the exit codes), the repository.
 DRIVER = """
-import json, os, sys, time
+import json, os, signal, sys
+log, redis_url, run_id, bind, what, repo = sys.argv[1:]
+sys.path.insert(0, repo)  # tests.support
 from pathlib import Path
 from ppomq.launch.child import Child
 from ppomq.launch.wiring import child_env
 from ppomq.core.settings import WeightserverSettings
+from tests.support import wait_until
 
-log, redis_url, run_id, bind, what = sys.argv[1:]
 settings = WeightserverSettings(redis_url=redis_url, run_id=run_id, bind=bind)
 child = Child("weightserver", ["weightserver"], child_env(settings), Path(log))
 
+def running():
+    assert child.poll() is None, Path(log).read_text()
+
 def start():
     child.start()
-    deadline = time.monotonic() + 60
-    while Path(log).read_text().count("listening on") < child.restarts + 1:
-        assert time.monotonic() < deadline and child.poll() is None, Path(log).read_text()
-        time.sleep(0.05)
+    wait_until(lambda: Path(log).read_text().count("listening on") >= child.restarts + 1, 60,
+               "the weightserver to listen", check=running, context=Path(log).read_text)
     return child.proc.pid
 
 out = {"pids": [start()], "driver": os.getpid()}
 if what == "sleep":
     print(json.dumps(out), flush=True)
-    time.sleep(600)
+    signal.pause()  # until the test kills it
 os.kill(child.proc.pid, 9)
 out["killed"] = child.wait(10)
 child.restarts += 1
@@ -56,7 +59,7 @@ print(json.dumps(out), flush=True)
 def _driver(tmp_path: Path, redis_url: str, what: str) -> tuple[subprocess.Popen[str], Path]:
     log = tmp_path / "weightserver.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
-    args = [log, redis_url, "zygote-test", f"tcp://127.0.0.1:{free_port()}", what]
+    args = [log, redis_url, "zygote-test", f"tcp://127.0.0.1:{free_port()}", what, REPO]
     proc = subprocess.Popen(
         [sys.executable, "-c", DRIVER, *map(str, args)],
         stdout=subprocess.PIPE,
@@ -109,11 +112,8 @@ def test_children_are_forked_from_the_preloaded_server_and_die_with_a_killed_lau
 
         driver.kill()  # SIGKILL: the launcher runs no cleanup at all
         driver.wait()
-        deadline = time.monotonic() + 20
-        while (_running(child) or _running(server)) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _running(server), "the fork server outlived the launcher"
-        assert not _running(child), "the child outlived the launcher"
+        wait_until(lambda: not _running(server), 20, "the fork server to exit with the launcher")
+        wait_until(lambda: not _running(child), 20, "the child to exit with the launcher")
         # It stopped through its SIGTERM handler (the death signal), not by a kill.
         assert "weightserver stopped (warm stop)" in log.read_text()
     finally:

@@ -22,8 +22,7 @@ from ppomq.learner.checkpoint import (
     load_checkpoint,
     read_checkpoint,
 )
-from ppomq.learner.recovery import choose_start
-from ppomq.learner.service import resume
+from ppomq.learner.recovery import choose_start, resume
 
 from .test_loop import _sample, _setup
 
@@ -33,18 +32,18 @@ def _trained(tmp_path: Path, redis_url: str, updates: int = 3):
         tmp_path, redis_url, actors=1, checkpoint_interval_s=3600
     )
     for seq in range(updates):
-        batches.put(_sample(runner, inference, "a", loop.version, seq))
+        batches.put(_sample(runner, inference, "a", loop.run.version, seq))
         assert loop.step(WarmStop())
         # Episodes as a run records them: rows in episodes.csv at each update's env steps.
-        loop.recorder.add_episodes([10.0 + seq], [10], env_steps=loop.env_steps, wall_s=1.0)
+        loop.run.recorder.add_episodes([10.0 + seq], [10], env_steps=loop.run.env_steps, wall_s=1.0)
         loop.checkpoint()
-    loop.recorder.close()
+    loop.run.recorder.close()
     return loop
 
 
 def _fresh(tmp_path: Path, redis_url: str, **overrides):
     loop, *_ = _setup(tmp_path, redis_url, actors=1, **overrides)
-    loop.version = 0
+    loop.run.version = 0
     return loop
 
 
@@ -79,7 +78,7 @@ def test_a_damaged_checkpoint_stops_the_learner_in_one_line_and_changes_nothing(
     _damage(tmp_path / CKPT_NAME, how)
     before = _files(tmp_path)
     with pytest.raises(UsageError) as stopped:
-        choose_start(tmp_path, loop.store, recover=False)
+        choose_start(tmp_path, loop.publisher.store, recover=False)
     text = str(stopped.value)
     assert "\n" not in text and str(tmp_path / CKPT_NAME) in text and "damaged" in text
     assert "--recover" in text and "--run-dir" in text
@@ -101,12 +100,12 @@ def test_weights_that_differ_from_the_version_redis_holds_are_refused(tmp_path, 
     loop = _trained(tmp_path, redis_url)
     # Redis's version of the checkpoint's number says other weights (another learner's
     # version under that number, or the checkpoint's weights changed since).
-    key = loop.store.keys.weights(loop.version)
-    header = msgpack.unpackb(loop.redis.hget(key, HEADER_FIELD))
+    key = loop.publisher.store.keys.weights(loop.run.version)
+    header = msgpack.unpackb(loop.publisher.redis.hget(key, HEADER_FIELD))
     header["sha256"] = "0" * 64
-    loop.redis.hset(key, HEADER_FIELD, msgpack.packb(header))
-    with pytest.raises(UsageError, match=f"weights of version {loop.version} differ from"):
-        choose_start(tmp_path, loop.store, recover=False)
+    loop.publisher.redis.hset(key, HEADER_FIELD, msgpack.packb(header))
+    with pytest.raises(UsageError, match=f"weights of version {loop.run.version} differ from"):
+        choose_start(tmp_path, loop.publisher.store, recover=False)
 
 
 def test_a_checkpoint_missing_beside_records_is_not_a_silent_restart_at_zero(tmp_path, redis_url):
@@ -114,7 +113,7 @@ def test_a_checkpoint_missing_beside_records_is_not_a_silent_restart_at_zero(tmp
     (tmp_path / CKPT_NAME).unlink()  # what "move it away" used to lead to
     (tmp_path / PREVIOUS_NAME).unlink()
     with pytest.raises(UsageError, match="missing, while the run dir holds the records"):
-        choose_start(tmp_path, loop.store, recover=False)
+        choose_start(tmp_path, loop.publisher.store, recover=False)
 
 
 def test_each_checkpoint_replaces_the_last_only_once_verified_keeping_it_beside(
@@ -123,8 +122,8 @@ def test_each_checkpoint_replaces_the_last_only_once_verified_keeping_it_beside(
     loop = _trained(tmp_path, redis_url, updates=2)
     current = load_checkpoint(tmp_path)
     previous = read_checkpoint(tmp_path / PREVIOUS_NAME)
-    assert current.state["version"] == loop.version
-    assert previous.state["version"] == loop.version - 1
+    assert current.state["version"] == loop.run.version
+    assert previous.state["version"] == loop.run.version - 1
     assert not list((tmp_path / "checkpoints").glob("*.tmp"))
 
 
@@ -132,40 +131,42 @@ def test_recover_goes_on_from_the_previous_checkpoint_and_redis_newest(tmp_path,
     loop = _trained(tmp_path, redis_url)
     newest = numpy_state(loop.trainer.policy)
     _damage(tmp_path / CKPT_NAME, "truncated")
-    start = choose_start(tmp_path, loop.store, recover=True)
-    assert start.state is not None and start.state["version"] == loop.version - 1
+    start = choose_start(tmp_path, loop.publisher.store, recover=True)
+    assert start.state is not None and start.state["version"] == loop.run.version - 1
     assert list((tmp_path / "checkpoints").glob("ckpt.damaged-*.pt")), "damaged file kept"
 
     again = _fresh(tmp_path, redis_url)
     assert resume(again, start.state)
-    assert again.version == loop.version + 1  # Redis's newest weights, the next number
+    assert again.run.version == loop.run.version + 1  # Redis's newest weights, the next number
     for name, arr in numpy_state(again.trainer.policy).items():
         np.testing.assert_array_equal(arr, newest[name])
     # The counters are the previous checkpoint's, and the records were cut to match.
-    assert again.env_steps == start.state["counters"]["env_steps"]
+    assert again.run.env_steps == start.state["counters"]["env_steps"]
     rows = (tmp_path / "episodes.csv").read_text().splitlines()[1:]
-    assert all(int(row.split(",")[0]) <= again.env_steps for row in rows)
-    assert again.recorder.episodes == len(rows) == start.state["counters"]["recorder"]["episodes"]
-    again.recorder.close()
+    assert all(int(row.split(",")[0]) <= again.run.env_steps for row in rows)
+    assert (
+        again.run.recorder.episodes == len(rows) == start.state["counters"]["recorder"]["episodes"]
+    )
+    again.run.recorder.close()
 
 
 def test_recover_without_a_checkpoint_rebuilds_the_counters_from_the_records(tmp_path, redis_url):
     loop = _trained(tmp_path, redis_url)
     for name in (CKPT_NAME, PREVIOUS_NAME):
         _damage(tmp_path / name, "random")
-    start = choose_start(tmp_path, loop.store, recover=True)
+    start = choose_start(tmp_path, loop.publisher.store, recover=True)
     assert start.state is None and start.rebuild
 
     again = _fresh(tmp_path, redis_url)
     assert resume(again, None, rebuild=True)
-    assert again.version == loop.version + 1
-    assert again.env_steps == loop.env_steps  # what Redis's newest version was trained at
-    assert again.trained_samples == loop.trained_samples
+    assert again.run.version == loop.run.version + 1
+    assert again.run.env_steps == loop.run.env_steps  # what Redis's newest version was trained at
+    assert again.run.trained_samples == loop.run.trained_samples
     assert again.trainer.updates == loop.trainer.updates
     rows = (tmp_path / "episodes.csv").read_text().splitlines()[1:]
-    assert again.recorder.episodes == len(rows) == loop.recorder.episodes
-    assert list(again.recorder.window) == list(loop.recorder.window)
-    again.recorder.close()
+    assert again.run.recorder.episodes == len(rows) == loop.run.recorder.episodes
+    assert list(again.run.recorder.window) == list(loop.run.recorder.window)
+    again.run.recorder.close()
 
 
 def test_a_damaged_record_row_is_named_with_its_file_and_line(tmp_path):

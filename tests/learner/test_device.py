@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import io
 import os
-import selectors
-import socket
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -20,6 +17,7 @@ from ppomq.core.models import Policy, build_model, numpy_state
 from ppomq.learner.device import HostToDevice, resolve_device, resolve_threads
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
 from ppomq.proto import RolloutBatch
+from tests.support import free_port, wait_until
 
 CARTPOLE = {"arch": "mlp", "obs_shape": [4], "action": {"kind": "categorical", "n": 2},
             "hidden": [64, 64], "activation": "tanh", "obs_norm": None}  # fmt: skip
@@ -213,38 +211,29 @@ def test_learner_device_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path):
     assert not (tmp_path / "run").exists()  # nothing started
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize(("flag", "want"), [("2", 2), ("0", len(os.sched_getaffinity(0)))])
 def test_learner_logs_its_device_and_applied_threads_at_start(tmp_path, flag, want):
     """The start line says the device and torch.get_num_threads() as the process has it;
     the setting comes in as a PPOMQ_* variable, as in k8s. No Redis: the line comes first."""
     env = dict(os.environ, PPOMQ_TORCH_THREADS=flag, PPOMQ_DEVICE="cpu")
     args = _ppomq("learner", "--run-dir", str(tmp_path / "run"),
-                  "--redis-url", f"redis://127.0.0.1:{_free_port()}/0")  # fmt: skip
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env)  # fmt: skip
+                  "--redis-url", f"redis://127.0.0.1:{free_port()}/0")  # fmt: skip
+    log = tmp_path / "learner.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env)
+
+    def start_line() -> str | None:
+        return next((x for x in log.read_text().splitlines() if "learner on " in x), None)
+
+    def running_or_said_it() -> None:
+        assert proc.poll() is None or start_line(), (
+            f"exited ({proc.returncode}):\n{log.read_text()}"
+        )
+
     try:
-        sel = selectors.DefaultSelector()
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + 60
-        seen = []
-        while time.monotonic() < deadline:
-            if not sel.select(timeout=1.0):
-                continue
-            line = proc.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if "learner on " in line:
-                break
+        line = wait_until(start_line, 60, "the learner's start line", check=running_or_said_it,
+                          context=log.read_text)  # fmt: skip
     finally:
         proc.kill()
         proc.wait()
-    line = next((x for x in seen if "learner on " in x), None)
-    assert line is not None, seen
     assert f"learner on cpu (--device cpu), {want} CPU thread(s) (--torch-threads {flag})" in line

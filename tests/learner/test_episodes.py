@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from benchmarks.messages.factory import make_batch, whole_episodes
 from ppomq.actor.runner import EnvRunner
 from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.core.models import build_model, model_spec_for
 from ppomq.learner.episodes import Carry, EpisodeBook, episodes_in
 from ppomq.proto import DecodeError, EpisodeStats
-from tests.proto.factory import make_batch, whole_episodes
 
 T, N = 4, 2
 

@@ -3,10 +3,10 @@ batches: it adds up, it is bounded, and its counts are published while no update
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
-import time
 
 from prometheus_client import CollectorRegistry
 
@@ -15,6 +15,7 @@ from ppomq.core.metrics import LearnerMetrics
 from ppomq.core.signals import WarmStop
 from ppomq.core.store.keys import RunKeys
 from ppomq.learner.ledger import RolloutLedger
+from tests.support import wait_until
 
 from .test_loop import _sample, _setup
 
@@ -108,7 +109,7 @@ def test_honest_actors_sent_equals_received_equals_accepted_plus_rejected(tmp_pa
     loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=2, max_staleness=1)
     sent = {"a": 0, "b": 0}
     for _ in range(4):
-        v = loop.version
+        v = loop.run.version
         for actor in ("a", "b"):
             for version in (v - 3, v):  # one stale, one current
                 b = _sample(runner, inference, actor, version, sent[actor])
@@ -116,16 +117,19 @@ def test_honest_actors_sent_equals_received_equals_accepted_plus_rejected(tmp_pa
                 b.sent = sent[actor]
                 batches.put(b)
         assert loop.step(WarmStop())
-    t = loop.ledger.totals_view()
+    t = loop.admission.ledger.totals_view()
     _adds_up(t)
     assert t["sent"] == t["received"] == 16 and t["lost_in_flight"] == 0
-    assert t["accepted"] == loop.gate.accepted == 8 and t["stale"] == loop.gate.rejected["stale"]
-    assert t["received"] == loop.produced_batches
+    assert (
+        t["accepted"] == loop.admission.gate.accepted == 8
+        and t["stale"] == loop.admission.gate.rejected["stale"]
+    )
+    assert t["received"] == loop.admission.produced_batches
     for actor in ("a", "b"):
-        row = loop.ledger.actors[actor]
+        row = loop.admission.ledger.actors[actor]
         assert row["sent"] == row["received"] == row["accepted"] + row["stale"] == 8
     # The same figures in the status `ppomq status` reads, per actor and in total.
-    status = read_status(loop.redis, "loop")
+    status = read_status(loop.publisher.redis, "loop")
     assert status["ledger"]["received"] == 16
     assert {a["actor_id"]: (a["sent"], a["accepted"], a["rejected"]) for a in status["actors"]} == {
         "a": (8, 4, 4),
@@ -135,21 +139,33 @@ def test_honest_actors_sent_equals_received_equals_accepted_plus_rejected(tmp_pa
 
 def test_a_stalled_loop_publishes_its_rejects_every_second(tmp_path, redis_url):
     """No admissible batch, so no update: the rejects still reach Redis and /metrics."""
-    loop, batches, runner, inference, redis = _setup(tmp_path, redis_url, actors=1)
     registry = CollectorRegistry()
-    loop.metrics = LearnerMetrics(registry=registry)
-    future = _sample(runner, inference, "f", loop.version + 50, 0)
+    loop, batches, runner, inference, redis = _setup(
+        tmp_path, redis_url, metrics=LearnerMetrics(registry=registry), actors=1
+    )
+    future = _sample(runner, inference, "f", loop.run.version + 50, 0)
     for i in range(5):
         batches.put(dataclasses.replace(future, actor_id=f"f{i}", sent=1))
     stop = WarmStop()
-    timer = threading.Timer(2.5, setattr, (stop, "requested", True))
-    timer.start()
-    t0 = time.monotonic()
+
+    def rejects_published() -> bool:
+        raw = redis.get(RunKeys("loop").stats)
+        return raw is not None and json.loads(raw)["rejects"] == {"future_version": 5}
+
+    def stop_once_published() -> None:
+        with contextlib.suppress(AssertionError):  # the main thread says what went wrong
+            wait_until(rejects_published, 30, "the rejects in Redis")
+        stop.requested = True
+
+    stopper = threading.Thread(target=stop_once_published)
+    stopper.start()
     try:
-        assert not loop.step(stop)  # never trained: stopped while stalled
+        assert not loop.step(stop)  # never trained
+        # It returned for the stop, asked once the rejects were out: stalled until then.
+        assert stop.requested
     finally:
-        timer.cancel()
-    assert time.monotonic() - t0 >= 2.0
+        stop.requested = True
+        stopper.join()
     stats = json.loads(redis.get(RunKeys("loop").stats))
     assert stats["version"] == 5 and stats["rejects"] == {"future_version": 5}
     assert stats["ledger"]["received"] == 5 and stats["ledger"]["invalid"] == {"future_version": 5}
@@ -169,19 +185,19 @@ def test_10000_actor_ids_leave_the_loops_per_actor_state_within_the_cap(tmp_path
     for i in range(10_000):
         batches.put(dataclasses.replace(stale, actor_id=f"forged-{i}", seq=i, sent=1))
         if i % 2500 == 2499:
-            batches.put(_sample(runner, inference, "honest", loop.version, honest))
+            batches.put(_sample(runner, inference, "honest", loop.run.version, honest))
             honest += 1
             assert loop.step(WarmStop())
-    assert len(loop.actors) <= 50 and len(loop.ledger.actors) <= 50
-    assert len(loop.roster._last_heard) <= 50 and len(loop.seqs) <= 50
+    assert len(loop.admission.actors) <= 50 and len(loop.admission.ledger.actors) <= 50
+    assert len(loop.admission.roster._last_heard) <= 50 and len(loop.admission.seqs) <= 50
     assert redis.hlen(RunKeys("loop").actors) <= 50
-    t = loop.ledger.totals_view()
+    t = loop.admission.ledger.totals_view()
     # Rows opened: the honest actor's once; the made-up ids, never trained on, push out
     # only each other (its row counts all 4 of its batches).
     assert t["actors_seen"] == 10_001
     assert t["actors_dropped_over_cap"] == 10_001 - t["actors_tracked"] > 9_900
     assert t["received"] == 10_004 and t["stale"] == 10_000 and t["accepted"] == 4
-    assert loop.ledger.actors["honest"]["accepted"] == 4
+    assert loop.admission.ledger.actors["honest"]["accepted"] == 4
     ckpt = loop.checkpoint()
     assert ckpt.stat().st_size < 200_000
 

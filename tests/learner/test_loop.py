@@ -25,13 +25,26 @@ from ppomq.core.store.keys import RunKeys
 from ppomq.core.store.weight_store import WeightStore
 from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
 from ppomq.learner.checkpoint import load_checkpoint
-from ppomq.learner.loop import LearnerLoop
+from ppomq.learner.door import Door
+from ppomq.learner.episodes import EpisodeBook
+from ppomq.learner.loop import build_loop
 from ppomq.learner.receiver import BatchReceiver
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
-from ppomq.proto import EpisodeStats, encode
+from ppomq.proto import EpisodeStats, SeqTracker, encode
+from tests.support.waiting import wait_until
 
 
-def _setup(tmp_path, redis_url, **overrides):
+class _Clock:
+    """The roster's clock, moved by the test: silence without waiting for it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _setup(tmp_path, redis_url, metrics=None, clock=time.monotonic, **overrides):
     s = load_settings(LearnerSettings, {
         "run_id": "loop", "run_dir": str(tmp_path), "num_envs": 2, "num_steps": 8,
         "actors": 2, "update_epochs": 1, "redis_url": redis_url, **overrides,
@@ -40,11 +53,14 @@ def _setup(tmp_path, redis_url, **overrides):
     policy = build_model(model_spec_for(spec, hidden=[8]))
     redis = connect_redis(redis_url)
     batches: queue.Queue = queue.Queue()
-    loop = LearnerLoop(
+    loop = build_loop(
         settings=s, trainer=PPOTrainer(policy=policy, config=PPOConfig.from_settings(s)),
-        store=WeightStore(redis, "loop", keep_versions=s.keep_versions), redis=redis,
-        batches=batches, recorder=RunRecorder(tmp_path, solve_threshold=475.0), version=5,
+        store=WeightStore(redis, "loop", keep_versions=s.keep_versions), batches=batches,
+        recorder=RunRecorder(tmp_path, solve_threshold=475.0), door=Door(),
+        seqs=SeqTracker(), book=EpisodeBook(max_actors=s.max_actors), metrics=metrics,
+        clock=clock,
     )  # fmt: skip
+    loop.run.version = 5
     envs = make_vector_env("CartPole-v1", 2, [env_seed(0, 0, i) for i in range(2)])
     runner = EnvRunner(envs=envs, spec=spec, run_id="loop", actor_id="a", env_id="CartPole-v1")
     return loop, batches, runner, policy.inference(), redis
@@ -55,12 +71,12 @@ def test_one_step_trains_on_admitted_batches_and_publishes_the_next_version(tmp_
     for seq, version in enumerate([2, 5, 4]):  # the first is 3 versions old: stale
         batches.put(runner.sample(inference, policy_version=version, seq=seq))
     assert loop.step(WarmStop())
-    assert loop.version == 6
-    assert loop.store.latest_version() == 6
-    assert loop.gate.rejected == {"stale": 1} and loop.gate.accepted == 2
-    assert loop.env_steps == 2 * 16  # accepted batches only
-    assert loop.discarded_env_steps == 16  # the stale one's, reported beside them
-    assert loop.produced_batches == 3  # batches received
+    assert loop.run.version == 6
+    assert loop.publisher.store.latest_version() == 6
+    assert loop.admission.gate.rejected == {"stale": 1} and loop.admission.gate.accepted == 2
+    assert loop.run.env_steps == 2 * 16  # accepted batches only
+    assert loop.admission.discarded_env_steps == 16  # the stale one's, reported beside them
+    assert loop.admission.produced_batches == 3  # batches received
     status = json.loads(redis.get(RunKeys("loop").stats))
     assert status["version"] == 6 and status["rejects"] == {"stale": 1}
     assert status["env_steps"] == 32 and status["discarded_env_steps"] == 16
@@ -72,7 +88,7 @@ def test_sync_mode_waits_for_one_current_batch_per_actor(tmp_path, redis_url):
     batches.put(_sample(runner, inference, "a", 5, 1))
     batches.put(_sample(runner, inference, "b", 5, 2))
     assert loop.step(WarmStop())
-    assert loop.gate.accepted == 2 and loop.gate.rejected == {"stale": 1}
+    assert loop.admission.gate.accepted == 2 and loop.admission.gate.rejected == {"stale": 1}
 
 
 def test_checkpoint_holds_what_a_restart_needs(tmp_path, redis_url):
@@ -90,22 +106,22 @@ def test_checkpoint_holds_what_a_restart_needs(tmp_path, redis_url):
         torch.testing.assert_close(a, b)
 
 
-def test_publish_waits_out_a_redis_outage_instead_of_crashing(tmp_path, start_redis):
+def test_publish_waits_out_a_redis_outage_instead_of_crashing(tmp_path, start_redis, caplog):
     server = start_redis()
     url = f"redis://127.0.0.1:{server.port}/0"
     loop, *_ = _setup(tmp_path, url)
     loop.publish()
     server.stop()
-    loop.version += 1
+    loop.run.version += 1
     done = threading.Event()
     worker = threading.Thread(target=lambda: (loop.publish(WarmStop()), done.set()))
     worker.start()
-    time.sleep(1.5)
-    assert not done.is_set()  # still retrying, not crashed
+    wait_until(lambda: "retrying the publish" in caplog.text, 30, "a publish retried")
+    assert worker.is_alive() and not done.is_set()  # still retrying, not crashed
     server.start()  # same port, same (empty) data: Redis came back
     worker.join(timeout=30)
     assert done.is_set()
-    assert loop.store.latest_version() == loop.version
+    assert loop.publisher.store.latest_version() == loop.run.version
 
 
 def test_publish_gives_up_in_one_line_when_asked_to_stop_during_an_outage(
@@ -140,7 +156,7 @@ def _with(batch, *, seq=None, returns=None):
 
 
 def test_stale_batches_add_no_env_steps_episodes_solve_or_lr_progress(tmp_path, redis_url):
-    """Issue 17: a forged stale batch with huge returns ended a --target-return run as
+    """a forged stale batch with huge returns ended a --target-return run as
     solved, and stale env steps ended --total-steps runs early and moved the lr."""
     total = 10_000
     loop, batches, runner, inference, _ = _setup(
@@ -149,7 +165,7 @@ def test_stale_batches_add_no_env_steps_episodes_solve_or_lr_progress(tmp_path, 
     )  # fmt: skip
     accepted_returns: list[float] = []
     for seq in range(3):
-        honest = _sample(runner, inference, "a", loop.version, seq)
+        honest = _sample(runner, inference, "a", loop.run.version, seq)
         # Stale, with episodes that are what their own rewards make (huge ones): refused
         # by the staleness gate, not by the episode check.
         forged = []
@@ -163,18 +179,21 @@ def test_stale_batches_add_no_env_steps_episodes_solve_or_lr_progress(tmp_path, 
         assert loop.step(WarmStop())
         accepted_returns += honest.episodes.returns
         accepted_steps = (seq + 1) * 16
-        assert loop.env_steps == accepted_steps
+        assert loop.run.env_steps == accepted_steps
         want_lr = 1e-3 * (1 - accepted_steps / total)
-        assert loop.last_stats["charts/learning_rate"] == pytest.approx(want_lr, rel=1e-12)
-    assert loop.discarded_env_steps == 3 * 4 * 16
-    assert loop.gate.rejected == {"stale": 12}
-    assert loop.recorder.episodes == len(accepted_returns)
-    assert list(loop.recorder.window) == accepted_returns[-20:]
-    assert loop.recorder.solved_at_env_steps is None
-    assert not loop.done()
-    assert loop.actors["f0"]["env_steps"] == 0 and loop.actors["f0"]["batches"] == 3
-    assert loop.actors["f0"]["discarded_env_steps"] == 3 * 16
-    assert loop.last_stats["charts/discarded_env_steps"] == 3 * 4 * 16
+        assert loop.run.last_stats["charts/learning_rate"] == pytest.approx(want_lr, rel=1e-12)
+    assert loop.admission.discarded_env_steps == 3 * 4 * 16
+    assert loop.admission.gate.rejected == {"stale": 12}
+    assert loop.run.recorder.episodes == len(accepted_returns)
+    assert list(loop.run.recorder.window) == accepted_returns[-20:]
+    assert loop.run.recorder.solved_at_env_steps is None
+    assert not loop.run.done()
+    assert (
+        loop.admission.actors["f0"]["env_steps"] == 0
+        and loop.admission.actors["f0"]["batches"] == 3
+    )
+    assert loop.admission.actors["f0"]["discarded_env_steps"] == 3 * 16
+    assert loop.run.last_stats["charts/discarded_env_steps"] == 3 * 4 * 16
 
 
 def test_stale_env_steps_do_not_end_a_total_steps_run(tmp_path, redis_url):
@@ -183,22 +202,23 @@ def test_stale_env_steps_do_not_end_a_total_steps_run(tmp_path, redis_url):
     )
     for seq in range(10):  # 160 stale env steps: more than --total-steps
         batches.put(_sample(runner, inference, "f", 0, seq))
-    batches.put(_sample(runner, inference, "a", loop.version, 0))
+    batches.put(_sample(runner, inference, "a", loop.run.version, 0))
     assert loop.step(WarmStop())
-    assert loop.env_steps == 16 and loop.discarded_env_steps == 160
-    assert not loop.done()
+    assert loop.run.env_steps == 16 and loop.admission.discarded_env_steps == 160
+    assert not loop.run.done()
 
 
 def test_a_refused_batch_leaves_its_actors_seq_unchanged(tmp_path, redis_url):
-    """Issue 17: a spoofed stale batch under an honest actor's id with seq 2^64-1 locked
+    """A spoofed stale batch under an honest actor's id with seq 2^64-1 locked
     that actor out (every later seq was "not increasing"): only acceptance records a seq.
     Through the learner's receiving thread and real ZeroMQ sockets, as in the service."""
     loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=1, max_staleness=1)
     spec = rollout_spec_for("CartPole-v1", run_id="loop", num_steps=8, max_bytes=1 << 24)
     addr = f"tcp://127.0.0.1:{free_port()}"
     receiver = BatchReceiver(
-        make_socket=lambda: RolloutReceiver(addr), spec=spec, out=batches, seqs=loop.seqs
-    )
+        make_socket=lambda: RolloutReceiver(addr), spec=spec, out=batches,
+        door=loop.admission.door, seqs=loop.admission.seqs, book=loop.admission.book,
+    )  # fmt: skip
     receiver.start()
     receiver.ready.wait()
     sender = RolloutSender(addr)
@@ -210,38 +230,39 @@ def test_a_refused_batch_leaves_its_actors_seq_unchanged(tmp_path, redis_url):
             header["seq"] = seq  # up to 2^64 - 1, past what encode packs
             assert sender.send([msgpack.packb(header), *frames[1:]], timeout_ms=5000)
 
-        send("honest", loop.version, 0)
+        send("honest", loop.run.version, 0)
         assert loop.step(WarmStop())
         send("honest", 0, 2**64 - 1)  # stale
         send("honest", 99, 2**64 - 1)  # from the future
-        send("honest", loop.version, 1)
+        send("honest", loop.run.version, 1)
         assert loop.step(WarmStop())
         for seq in (2, 3):  # training goes on
-            send("honest", loop.version, seq)
+            send("honest", loop.run.version, seq)
             assert loop.step(WarmStop())
     finally:
         sender.close()
         receiver.stop()
         receiver.join(timeout=5)
-    assert receiver.snapshot() == (6, {})
-    assert loop.gate.accepted == 4 and loop.version == 9
-    assert loop.rejects() == {"stale": 1, "future_version": 1}
+    # The stale and the future batch are refused at the door, the loop's bounds.
+    assert loop.admission.door.snapshot() == (4, {"stale": 1, "future_version": 1})
+    assert loop.admission.gate.accepted == 4 and loop.run.version == 9
+    assert loop.admission.rejects() == {"stale": 1, "future_version": 1}
 
 
 def test_a_replayed_seq_queued_behind_its_original_is_refused(tmp_path, redis_url):
     """The receiver only checks a seq against accepted ones, so two queued batches of one
     actor can both pass it: the loop's check at acceptance refuses the second."""
     loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=1)
-    first = _sample(runner, inference, "a", loop.version, 7)
+    first = _sample(runner, inference, "a", loop.run.version, 7)
     batches.put(first)
-    batches.put(_with(_sample(runner, inference, "a", loop.version, 0), seq=7))
-    batches.put(_with(_sample(runner, inference, "a", loop.version, 0), seq=6))
-    batches.put(_sample(runner, inference, "a", loop.version, 8))
+    batches.put(_with(_sample(runner, inference, "a", loop.run.version, 0), seq=7))
+    batches.put(_with(_sample(runner, inference, "a", loop.run.version, 0), seq=6))
+    batches.put(_sample(runner, inference, "a", loop.run.version, 8))
     assert loop.step(WarmStop())
     assert loop.step(WarmStop())
-    assert loop.gate.accepted == 2
-    assert loop.rejects() == {"seq_not_increasing": 2}
-    assert loop.env_steps == 32 and loop.discarded_env_steps == 32
+    assert loop.admission.gate.accepted == 2
+    assert loop.admission.rejects() == {"seq_not_increasing": 2}
+    assert loop.run.env_steps == 32 and loop.admission.discarded_env_steps == 32
 
 
 def test_async_update_does_not_wait_for_actors_that_never_come(tmp_path, redis_url):
@@ -251,7 +272,7 @@ def test_async_update_does_not_wait_for_actors_that_never_come(tmp_path, redis_u
     t0 = time.monotonic()
     assert loop.step(WarmStop())
     assert time.monotonic() - t0 < 10  # liveness bound, not a timing claim
-    assert loop.version == 6 and loop.gate.accepted == 1
+    assert loop.run.version == 6 and loop.admission.gate.accepted == 1
 
 
 def test_async_update_waits_for_every_live_actor_then_drops_a_silent_one(tmp_path, redis_url):
@@ -262,17 +283,17 @@ def test_async_update_waits_for_every_live_actor_then_drops_a_silent_one(tmp_pat
     batches.put(_sample(runner, inference, "a", 6, 2))
     batches.put(_sample(runner, inference, "b", 6, 3))
     assert loop.step(WarmStop())
-    assert loop.last_stats["charts/samples"] == 2 * 16  # one batch from each live actor
+    assert loop.run.last_stats["charts/samples"] == 2 * 16  # one batch from each live actor
     batches.put(_sample(runner, inference, "a", 7, 4))  # b is gone now
     assert loop.step(WarmStop())  # waits for b until it is silent for 1 s, then goes on
-    assert loop.version == 8 and loop.last_stats["charts/samples"] == 16
+    assert loop.run.version == 8 and loop.run.last_stats["charts/samples"] == 16
 
 
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_refused_batches_under_made_up_ids_are_not_actors_an_update_waits_for(
     tmp_path, redis_url, mode
 ):
-    """Issue 17: forged ids used to become live actors, so each update waited for their
+    """forged ids used to become live actors, so each update waited for their
     batches until they fell silent (--actor-timeout-s)."""
     loop, batches, runner, inference, _ = _setup(
         tmp_path, redis_url, mode=mode, actors=1, actor_timeout_s=600, max_staleness=0
@@ -283,39 +304,41 @@ def test_refused_batches_under_made_up_ids_are_not_actors_an_update_waits_for(
         batches.put(_sample(runner, inference, f"forged-{k}", 0, k))
     batches.put(_sample(runner, inference, "honest", 6, 1))
     assert loop.step(WarmStop())
-    assert loop.roster.live() == {"honest"} and loop.roster.expected() == 1
-    assert loop.version == 7 and loop.gate.rejected == {"stale": 50}
-    assert loop.last_stats["charts/samples"] == 16
+    assert loop.admission.roster.live() == {"honest"} and loop.admission.roster.expected() == 1
+    assert loop.run.version == 7 and loop.admission.gate.rejected == {"stale": 50}
+    assert loop.run.last_stats["charts/samples"] == 16
 
 
 def test_sync_quorum_drops_a_silent_actor_and_takes_a_new_one(tmp_path, redis_url):
+    clock = _Clock()
     loop, batches, runner, inference, _ = _setup(
-        tmp_path, redis_url, mode="sync", actors=2, actor_timeout_s=0.3
+        tmp_path, redis_url, mode="sync", actors=2, actor_timeout_s=0.3, clock=clock
     )
     batches.put(_sample(runner, inference, "a", 5, 0))
     batches.put(_sample(runner, inference, "b", 5, 1))
     assert loop.step(WarmStop())
-    time.sleep(0.4)
+    clock.now += 0.4
     batches.put(_sample(runner, inference, "a", 6, 2))  # b was killed: quorum shrinks
     assert loop.step(WarmStop())
-    assert loop.version == 7 and loop.last_stats["charts/samples"] == 16
+    assert loop.run.version == 7 and loop.run.last_stats["charts/samples"] == 16
     batches.put(_sample(runner, inference, "a", 7, 3))
     batches.put(_sample(runner, inference, "c", 7, 4))  # a new actor joins
     assert loop.step(WarmStop())
-    assert loop.last_stats["charts/samples"] == 2 * 16
-    assert loop.gate.rejected == {}
+    assert loop.run.last_stats["charts/samples"] == 2 * 16
+    assert loop.admission.gate.rejected == {}
 
 
 def test_sync_waits_again_for_a_known_actor_whose_batch_came_stale(tmp_path, redis_url):
     """An actor trained on before whose batch arrives stale (the quorum went on without it)
     is live again: the next update waits for its batch on the new version."""
+    clock = _Clock()
     loop, batches, runner, inference, _ = _setup(
-        tmp_path, redis_url, mode="sync", actors=2, actor_timeout_s=1.0
+        tmp_path, redis_url, mode="sync", actors=2, actor_timeout_s=1.0, clock=clock
     )
     batches.put(_sample(runner, inference, "a", 5, 0))
     batches.put(_sample(runner, inference, "b", 5, 1))
     assert loop.step(WarmStop())
-    time.sleep(1.1)  # both silent past the timeout: the next quorum is whoever sends
+    clock.now += 1.1  # both silent past the timeout: the next quorum is whoever sends
     batches.put(_sample(runner, inference, "a", 6, 2))
     assert loop.step(WarmStop())  # version 7, without b
     batches.put(_sample(runner, inference, "b", 6, 3))  # b's late batch: stale, b is back
@@ -326,8 +349,8 @@ def test_sync_waits_again_for_a_known_actor_whose_batch_came_stale(tmp_path, red
         assert loop.step(WarmStop())
     finally:
         late.join()
-    assert loop.last_stats["charts/samples"] == 2 * 16  # it waited for b's batch on 7
-    assert loop.gate.rejected == {"stale": 1}
+    assert loop.run.last_stats["charts/samples"] == 2 * 16  # it waited for b's batch on 7
+    assert loop.admission.gate.rejected == {"stale": 1}
 
 
 def test_a_publish_whose_reply_is_lost_after_the_commit_is_not_retried_into_a_crash(
@@ -341,10 +364,10 @@ def test_a_publish_whose_reply_is_lost_after_the_commit_is_not_retried_into_a_cr
         loop, *_ = _setup(tmp_path, proxy.url)
         loop.publish()
         proxy.armed.set()
-        loop.version += 1
+        loop.run.version += 1
         loop.publish(WarmStop())  # committed, reply lost, retried: must not raise
         assert proxy.dropped.is_set()  # the fault really happened
-        assert loop.store.latest_version() == loop.version
+        assert loop.publisher.store.latest_version() == loop.run.version
     finally:
         proxy.close()
 
@@ -374,9 +397,9 @@ def test_update_size_is_the_setting_whatever_number_of_actors_is_live(tmp_path, 
     sizes = []
     for _ in range(2):
         assert loop.step(WarmStop())
-        sizes.append(loop.last_stats["charts/samples"])
+        sizes.append(loop.run.last_stats["charts/samples"])
     assert sizes == [64, 64]
-    assert batches.empty() and loop.gate.accepted == 8
+    assert batches.empty() and loop.admission.gate.accepted == 8
 
 
 def test_lock_step_actors_beyond_the_update_size_wait_for_the_next_update(tmp_path, redis_url):
@@ -389,9 +412,9 @@ def test_lock_step_actors_beyond_the_update_size_wait_for_the_next_update(tmp_pa
     for seq, actor in enumerate("abcd"):
         batches.put(_sample(runner, inference, actor, 5, seq))
     assert loop.step(WarmStop())
-    assert loop.last_stats["charts/samples"] == 32 and loop.version == 6
+    assert loop.run.last_stats["charts/samples"] == 32 and loop.run.version == 6
     assert loop.step(WarmStop())
-    assert loop.last_stats["charts/samples"] == 32 and loop.gate.accepted == 4
+    assert loop.run.last_stats["charts/samples"] == 32 and loop.admission.gate.accepted == 4
 
 
 def test_lock_step_update_trains_once_every_live_actor_has_sent_its_quota(tmp_path, redis_url):
@@ -403,11 +426,11 @@ def test_lock_step_update_trains_once_every_live_actor_has_sent_its_quota(tmp_pa
     )  # fmt: skip
     batches.put(_sample(runner, inference, "a", 5, 0))
     assert loop.step(WarmStop())  # the hint is 1: the quorum is this actor
-    assert loop.last_stats["charts/samples"] == 16
+    assert loop.run.last_stats["charts/samples"] == 16
 
 
 def test_published_weights_tell_actors_how_far_they_may_run_ahead(tmp_path, redis_url):
-    from ppomq.learner.loop import actor_config
+    from ppomq.learner.publisher import actor_config
 
     loop, *_ = _setup(tmp_path, redis_url, batches_per_version=3)
     assert actor_config(loop.s) == {"batches_per_version": 3}
@@ -436,5 +459,5 @@ def test_sync_never_waits_for_made_up_ids_that_only_just_missed_an_update(tmp_pa
         assert loop.step(stop)
     finally:
         timer.cancel()
-    assert loop.version == 7 and loop.gate.rejected == {"stale": 50}
-    assert loop.roster.live() == {"honest"}
+    assert loop.run.version == 7 and loop.admission.gate.rejected == {"stale": 50}
+    assert loop.admission.roster.live() == {"honest"}

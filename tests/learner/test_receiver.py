@@ -1,6 +1,6 @@
-"""The receiving thread's budget for refused messages (issue 17): junk at any rate costs
-the learner a bounded share of its CPU, every refused message is still counted, and a valid
-batch sent after a flood still arrives."""
+"""The receiving thread: its budget for refused messages (junk at any rate costs the learner
+a bounded share of its CPU, every refused message is still counted, and a valid batch sent
+after a flood still arrives), and what it refuses at the door, told to the Door."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ import queue
 import numpy as np
 import pytest
 
-from ppomq.core.store.embedded import free_port
+from benchmarks.messages.factory import make_batch, make_spec
 from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
+from ppomq.learner.door import Door
 from ppomq.learner.receiver import BatchQueue, BatchReceiver, RejectBudget
-from ppomq.proto import encode
-from tests.proto.factory import make_batch, make_spec
+from ppomq.proto import SeqTracker, encode
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 
 class _Clock:
@@ -40,9 +42,11 @@ def test_a_throttled_flood_is_counted_whole_and_a_valid_batch_still_arrives():
     spec = make_spec()
     addr = f"tcp://127.0.0.1:{free_port()}"
     out: queue.Queue = queue.Queue(maxsize=4)
+    door = Door()
     receiver = BatchReceiver(
-        make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out, rejects_per_s=50.0
-    )
+        make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out, door=door,
+        seqs=SeqTracker(), rejects_per_s=50.0,
+    )  # fmt: skip
     receiver.start()
     assert receiver.ready.wait(10)
     flood = 120  # 50 in the burst, then 20 ms each
@@ -54,7 +58,7 @@ def test_a_throttled_flood_is_counted_whole_and_a_valid_batch_still_arrives():
             assert sender.send(valid, timeout_ms=10_000)
             batch = out.get(timeout=30)
         assert batch.actor_id == "honest"
-        assert receiver.snapshot() == (1, {"header_not_msgpack": flood})
+        assert door.snapshot() == (1, {"header_not_msgpack": flood})
     finally:
         receiver.stop()
         receiver.join(timeout=5)
@@ -62,14 +66,16 @@ def test_a_throttled_flood_is_counted_whole_and_a_valid_batch_still_arrives():
 
 
 def test_a_stale_batch_is_refused_at_the_door_and_counted_as_the_loop_would():
-    """Below `stale_below` (the loop's version - max_staleness) a valid batch is refused
-    here, never queued: counted as stale, its env steps as discarded, its sender for the
-    ledger; a batch at the bound still goes through."""
+    """Below the door's `stale_below` (the loop's version - max_staleness) a valid batch is
+    refused here, never queued: counted as stale, its env steps as discarded, its sender
+    for the ledger; a batch at the bound still goes through."""
     spec = make_spec()
     addr = f"tcp://127.0.0.1:{free_port()}"
     out: queue.Queue = queue.Queue(maxsize=4)
-    receiver = BatchReceiver(make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out)
-    receiver.stale_below = 7
+    door = Door()
+    door.set_bounds(stale_below=7, future_above=100)
+    receiver = BatchReceiver(make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out,
+                             door=door, seqs=SeqTracker())  # fmt: skip
     rng = np.random.default_rng(0)
     old = make_batch(spec, rng, actor_id="old", seq=0)
     old.policy_version, old.sent = 6, 3
@@ -83,21 +89,16 @@ def test_a_stale_batch_is_refused_at_the_door_and_counted_as_the_loop_would():
             assert sender.send(encode(fresh), timeout_ms=10_000)
             assert out.get(timeout=30).actor_id == "fresh"
         assert out.empty()
-        assert receiver.snapshot() == (1, {"stale": 1})
-        assert receiver.stale_refused() == (1, old.num_steps * old.num_envs)
-        assert receiver.drain_attributed() == [("old", "stale", 3, 0)]
+        assert door.snapshot() == (1, {"stale": 1})
+        tally = door.take()
+        assert (tally.discarded_batches, tally.discarded_env_steps) == (
+            1, old.num_steps * old.num_envs,
+        )  # fmt: skip
+        assert tally.attributed == [("old", "stale", 3, 0)]
+        assert door.take().attributed == []  # taken once
     finally:
         receiver.stop()
         receiver.join(timeout=5)
-
-
-def _wait_for(predicate, timeout_s: float = 30.0) -> None:
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 @pytest.mark.parametrize("drop_oldest", [True, False])
@@ -108,8 +109,9 @@ def test_a_full_queue_drops_its_oldest_batch_in_async_mode_and_blocks_in_sync_mo
     spec = make_spec()
     addr = f"tcp://127.0.0.1:{free_port()}"
     out: queue.Queue = BatchQueue(maxsize=2)
+    door = Door()
     receiver = BatchReceiver(make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out,
-                             drop_oldest=drop_oldest)  # fmt: skip
+                             door=door, seqs=SeqTracker(), drop_oldest=drop_oldest)  # fmt: skip
     rng = np.random.default_rng(0)
     batches = [make_batch(spec, rng, actor_id="a", seq=i) for i in range(5)]
     for i, b in enumerate(batches):
@@ -121,18 +123,24 @@ def test_a_full_queue_drops_its_oldest_batch_in_async_mode_and_blocks_in_sync_mo
             for b in batches:
                 assert sender.send(encode(b), timeout_ms=10_000)
             if drop_oldest:
-                _wait_for(lambda: receiver.surplus_dropped()[0] == 3)
+                taken = []
+
+                def three_dropped() -> bool:
+                    taken.append(door.take())
+                    return sum(t.discarded_batches for t in taken) == 3
+
+                wait_until(three_dropped, 30, "three batches dropped as surplus")
                 steps = batches[0].num_steps * batches[0].num_envs
-                assert receiver.surplus_dropped() == (3, 3 * steps)
+                assert sum(t.discarded_env_steps for t in taken) == 3 * steps
                 want = [("a", "surplus", i, i - 1) for i in (1, 2, 3)]  # (.., sent, seq)
-                assert receiver.drain_attributed() == want
+                assert [a for t in taken for a in t.attributed] == want
                 assert [out.get_nowait().seq for _ in range(2)] == [3, 4]  # the newest
             else:
-                _wait_for(lambda: out.full())
+                wait_until(out.full, 30, "a full queue")
                 got = [out.get(timeout=30).seq for _ in range(5)]
                 assert got == [0, 1, 2, 3, 4]  # nothing lost: the rest waited in the socket
-                assert receiver.surplus_dropped() == (0, 0)
-            assert receiver.snapshot() == (5, {})
+                assert door.take().discarded_batches == 0
+            assert door.snapshot() == (5, {})
     finally:
         receiver.stop()
         receiver.join(timeout=5)
@@ -159,9 +167,10 @@ def test_a_batch_of_a_version_not_yet_published_is_refused_at_the_door():
     spec = make_spec()
     addr = f"tcp://127.0.0.1:{free_port()}"
     out: queue.Queue = BatchQueue(maxsize=4)
+    door = Door()
+    door.set_bounds(stale_below=0, future_above=7)
     receiver = BatchReceiver(make_socket=lambda: RolloutReceiver(addr), spec=spec, out=out,
-                             drop_oldest=True)  # fmt: skip
-    receiver.future_above = 7
+                             door=door, seqs=SeqTracker(), drop_oldest=True)  # fmt: skip
     rng = np.random.default_rng(0)
     future = make_batch(spec, rng, actor_id="forger", seq=0)
     future.policy_version, future.sent = 8, 1
@@ -175,8 +184,8 @@ def test_a_batch_of_a_version_not_yet_published_is_refused_at_the_door():
             assert sender.send(encode(current), timeout_ms=10_000)
             assert out.get(timeout=30).actor_id == "honest"
         assert out.empty()
-        assert receiver.snapshot() == (1, {"future_version": 1})  # 1 valid: the honest one
-        assert receiver.drain_attributed() == [("forger", "future_version", 1, 0)]
+        assert door.snapshot() == (1, {"future_version": 1})  # 1 valid: the honest one
+        assert door.take().attributed == [("forger", "future_version", 1, 0)]
     finally:
         receiver.stop()
         receiver.join(timeout=5)
@@ -185,4 +194,4 @@ def test_a_batch_of_a_version_not_yet_published_is_refused_at_the_door():
 def test_drop_oldest_needs_a_batch_queue():
     with pytest.raises(TypeError, match="BatchQueue"):
         BatchReceiver(make_socket=lambda: None, spec=make_spec(), out=queue.Queue(),
-                      drop_oldest=True)  # fmt: skip
+                      door=Door(), seqs=SeqTracker(), drop_oldest=True)  # fmt: skip

@@ -15,7 +15,7 @@ from .test_loop import _sample, _setup
 
 
 def _hash(redis, loop) -> dict[str, dict]:
-    return {k.decode(): json.loads(v) for k, v in redis.hgetall(loop.keys.actors).items()}
+    return {k.decode(): json.loads(v) for k, v in redis.hgetall(loop.publisher.keys.actors).items()}
 
 
 def test_the_actors_hash_follows_every_change_and_every_actor_dropped(tmp_path, redis_url):
@@ -39,5 +39,5 @@ def test_the_actors_hash_follows_every_change_and_every_actor_dropped(tmp_path, 
     batches.put(_sample(runner, inference, "honest", 7, 2))
     assert loop.step(WarmStop())
     rows = _hash(redis, loop)
-    assert set(rows) == set(loop.ledger.actors) == {"honest", "made-up-1"}
+    assert set(rows) == set(loop.admission.ledger.actors) == {"honest", "made-up-1"}
     assert rows["honest"]["batches"] == 3 and rows["honest"]["ledger"]["accepted"] == 3

@@ -24,8 +24,8 @@ from typing import Any, Self
 
 import redis
 
-from ppomq.core.store.embedded import free_port
 from ppomq.core.store.keys import RunKeys
+from tests.support import free_port, wait_until
 
 PPOMQ = [sys.executable, "-m", "ppomq.cli"]
 # The exit code of a service that SIGTERM stopped before its run's end (ppomq.core.signals):
@@ -61,8 +61,10 @@ class Service:
         return self.proc is not None and self.proc.poll() is None
 
     def log(self, tail: int = 3000) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return text[-tail:]
+        return self.full_log()[-tail:]
+
+    def full_log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def kill(self) -> None:
         """SIGKILL: a crash, no warm stop."""
@@ -84,6 +86,33 @@ class Service:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
         return proc.returncode
+
+
+def assert_alive(services: Sequence[Service]) -> None:
+    """Fail, with its log, if any of `services` has exited: what a wait needs is gone."""
+    for service in services:
+        if not service.alive():
+            raise AssertionError(
+                f"{service.name} exited ({service.proc and service.proc.returncode}):\n"
+                + service.log()
+            )
+
+
+def logs_tail(services: Sequence[Service], tail: int = 1500) -> str:
+    return "\n".join(f"--- {s.name}\n{s.log(tail)}" for s in services)
+
+
+def while_up(
+    *services: Service, about: Callable[[], object] | None = None
+) -> dict[str, Callable[[], object]]:
+    """`wait_until`'s check and context for a wait that needs `services` running:
+    `wait_until(cond, 60, what, **while_up(learner))` fails at once if one exits, and shows
+    their logs (after `about()`, if given) if the condition never comes."""
+
+    def context() -> str:
+        return (f"{about()}\n" if about is not None else "") + logs_tail(services)
+
+    return {"check": lambda: assert_alive(services), "context": context}
 
 
 class System:
@@ -185,12 +214,7 @@ class System:
     # -- waiting --------------------------------------------------------------------
 
     def check_alive(self, *, except_: Sequence[Service] = ()) -> None:
-        for service in self.services:
-            if service not in except_ and not service.alive():
-                raise AssertionError(
-                    f"{service.name} exited ({service.proc and service.proc.returncode}):\n"
-                    + service.log()
-                )
+        assert_alive([s for s in self.services if s not in except_])
 
     def wait_for(
         self,
@@ -200,23 +224,18 @@ class System:
         what: str,
         allow_down: Sequence[Service] = (),
     ) -> float:
-        """Poll `predicate` (Redis errors count as not yet) while every service stays up;
-        returns the seconds it took. A liveness deadline, never a timing assertion."""
+        """Wait for `predicate` (Redis errors count as not yet) while every service stays
+        up; returns the seconds it took, for the report lines only."""
         t0 = time.monotonic()
-        last_error = ""
-        while True:
-            self.check_alive(except_=allow_down)
-            try:
-                if predicate():
-                    return time.monotonic() - t0
-            except redis.RedisError as exc:
-                last_error = f" (last Redis error: {exc})"
-            if time.monotonic() - t0 > timeout_s:
-                raise AssertionError(
-                    f"timed out after {timeout_s} s waiting for {what}{last_error}; stats "
-                    f"{self._stats_or_error()}\n" + self.logs_tail()
-                )
-            time.sleep(0.1)
+        wait_until(
+            predicate,
+            timeout_s,
+            what,
+            check=lambda: self.check_alive(except_=allow_down),
+            not_yet=(redis.RedisError,),
+            context=lambda: f"stats {self._stats_or_error()}\n{self.logs_tail()}",
+        )
+        return time.monotonic() - t0
 
     def _stats_or_error(self) -> object:
         try:
@@ -225,7 +244,7 @@ class System:
             return exc
 
     def logs_tail(self, tail: int = 1500) -> str:
-        return "\n".join(f"--- {s.name}\n{s.log(tail)}" for s in self.services)
+        return logs_tail(self.services, tail)
 
     def exit_code(self, service: Service, timeout_s: float) -> int:
         """`service`'s exit code once it exits by itself; every log's tail if it does not."""

@@ -1,4 +1,4 @@
-"""CURVE on the data plane, end to end (issue 17): real `ppomq weightserver`, `ppomq learner`
+"""CURVE on the data plane, end to end: real `ppomq weightserver`, `ppomq learner`
 and `ppomq actor` processes on loopback, keys from `ppomq keys generate`.
 
 - the actor with an allowed key trains: versions are published from its batches;
@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks.messages.factory import make_batch
 from ppomq.core.envs import rollout_spec_for
-from ppomq.core.store.embedded import free_port
 from ppomq.core.store.keys import RunKeys
 from ppomq.core.transport.curvezmq import CurveClient, client_from_settings, key_suffix
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import encode
-from tests.proto.factory import make_batch
+from tests.support import free_port, wait_until
 
-from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service
+from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service, while_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -98,18 +97,7 @@ def test_curve_admits_only_allowed_keys_and_binds_actor_ids_to_them(redis_url, t
         raw = r.get(stats_key)
         return int(json.loads(raw)["version"]) if raw else 0
 
-    def wait(cond, what: str, timeout_s: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if cond():
-                return
-            for s in services:
-                assert s.alive(), f"{s.name} exited:\n{s.log()}"
-            time.sleep(0.1)
-        raise AssertionError(
-            f"timed out waiting for {what}\n"
-            + "\n".join(f"--- {s.name}\n{s.log()}" for s in services)
-        )
+    watch = while_up(*services)
 
     # The forger holds a valid, allowed key (actor 1's) and claims actor 0's identity.
     forger_key = client_from_settings(
@@ -126,14 +114,15 @@ def test_curve_admits_only_allowed_keys_and_binds_actor_ids_to_them(redis_url, t
     try:
         for s in services:
             s.start()
-        wait(lambda: version() >= 3, "3 versions trained on the honest actor's batches")
+        wait_until(lambda: version() >= 3, 90, "3 versions trained on the honest actor's batches",
+                   **watch)  # fmt: skip
         with RolloutSender(rollout, curve=forger_key) as forger:
             for seq in range(FORGED):
                 b = make_batch(spec, rng, seq=10_000 + seq, actor_id=spoofed_id, n=N)
                 b.policy_version = version()
                 assert forger.send(encode(b), timeout_ms=10_000)
         v = version()
-        wait(lambda: version() >= v + 2, "2 more versions after the forgery")
+        wait_until(lambda: version() >= v + 2, 90, "2 more versions after the forgery", **watch)
         for s in strangers:
             assert s.alive(), s.log()
             assert "first env step" not in s.log(), f"{s.name} got weights:\n{s.log()}"

@@ -10,16 +10,15 @@ logs the likely cause (and what to do), and the weightserver logs and counts the
 from __future__ import annotations
 
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from ppomq.core.store.embedded import free_port
+from tests.support import free_port, wait_until
 
-from .services import PPOMQ, ROLLOUT, Service
+from .services import PPOMQ, ROLLOUT, Service, while_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -86,29 +85,23 @@ def test_a_refused_key_and_a_wrong_server_key_are_named_on_both_ends(redis_url, 
     wrong_server = actor("wrong-server", allowed, other / "server.key")
     services = [weightserver, not_allowed, wrong_server]
 
-    def wait(cond, what: str, timeout_s: float = 90.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not cond():
-            for s in services:
-                assert s.alive(), f"{s.name} exited:\n{s.log()}"
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"timed out waiting for {what}; metrics {_failures(metrics_port)}\n"
-                    + "\n".join(f"--- {s.name}\n{s.log()}" for s in services)
-                )
-            time.sleep(0.1)
+    watch = while_up(*services, about=lambda: f"metrics {_failures(metrics_port)}")
 
     try:
         for s in services:
             s.start()
-        wait(lambda: NOT_ALLOWED in not_allowed.log(10**6), "the refused actor's cause line")
-        wait(lambda: WRONG_SERVER_KEY in wrong_server.log(10**6), "the wrong key's cause line")
-        wait(
+        wait_until(lambda: NOT_ALLOWED in not_allowed.log(10**6), 90,
+                   "the refused actor's cause line", **watch)  # fmt: skip
+        wait_until(lambda: WRONG_SERVER_KEY in wrong_server.log(10**6), 90,
+                   "the wrong key's cause line", **watch)  # fmt: skip
+        wait_until(
             lambda: (
                 {("server", "key_not_allowed"), ("server", "wrong_server_key")}
                 <= set(_failures(metrics_port))
             ),
+            90,
             "the weightserver's counts",
+            **watch,
         )
         counted = _failures(metrics_port)
     finally:

@@ -1,10 +1,10 @@
-"""10,000 hostile messages at a training learner's door (issue 17), CURVE off and on.
+"""10,000 hostile messages at a training learner's door, CURVE off and on.
 
 Real `ppomq weightserver`, `ppomq learner` and two `ppomq actor` processes train CartPole on
 loopback; once they do, this test (one more peer on the rollout socket; under CURVE one
 holding a valid, allowed key) sends 10,000 hostile messages while they go on training:
 
-- malformed messages from tests/proto/badmsgs.py, each with the reason the learner's own
+- malformed messages from benchmarks/messages/badmsgs.py, each with the reason the learner's own
   decoder gives it (checked here against that catalogue's expected reason);
 - valid-looking batches of policy version 0 under the sender's own id: stale;
 - spoofs: batches under an honest actor's id with seq 2^64-1 (tests/ops/test_forged_batches.py):
@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -31,16 +30,23 @@ from typing import Any
 import numpy as np
 import pytest
 
+from benchmarks.messages.badmsgs import Generator, RngSource
+from benchmarks.messages.factory import make_batch, whole_episodes
 from ppomq.core.envs import rollout_spec_for
-from ppomq.core.store.embedded import free_port
 from ppomq.core.store.keys import RunKeys
 from ppomq.core.transport.curvezmq import CurveClient, client_from_settings, key_suffix
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import DecodeError, Reason, SeqTracker, decode, encode
-from tests.proto.badmsgs import Generator, RngSource
-from tests.proto.factory import make_batch, whole_episodes
+from tests.support import free_port, wait_until
 
-from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service
+from .services import (
+    LEARNER_SMALL,
+    PPOMQ,
+    ROLLOUT,
+    STOPPED_BY_SIGTERM,
+    Service,
+    while_up,
+)
 from .test_forged_batches import _with_seq
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -174,19 +180,7 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
     def rejects() -> Counter[str]:
         return Counter(stats().get("rejects", {}))
 
-    def wait(cond, what: str, timeout_s: float = 150.0) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            got = cond()
-            if got:
-                return got
-            for s in services:
-                assert s.alive(), f"{s.name} exited while waiting for {what}:\n{s.log()}"
-            time.sleep(0.2)
-        raise AssertionError(
-            f"timed out after {timeout_s} s waiting for {what}; stats {stats()}\n"
-            + "\n".join(f"--- {s.name}\n{s.log(2000)}" for s in services)
-        )
+    watch = while_up(*services, about=lambda: f"stats {stats()}")
 
     spec = rollout_spec_for("CartPole-v1", run_id=run_id, num_steps=T, max_bytes=MAX_MESSAGE)
     malformed, want = _malformed(spec, MALFORMED)  # before the start: no core taken from it
@@ -211,9 +205,9 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
         for s in services:
             s.start()
         # Version 0 is stale from version STALENESS + 1 on; both honest actors trained.
-        wait(lambda: version() >= STALENESS + 3, f"version {STALENESS + 3}")
-        wait(lambda: len([a for a in rows().values() if a.get("accepted", 0) >= 1]) == 2,
-             "both honest actors accepted")  # fmt: skip
+        wait_until(lambda: version() >= STALENESS + 3, 150, f"version {STALENESS + 3}", **watch)
+        wait_until(lambda: len([a for a in rows().values() if a.get("accepted", 0) >= 1]) == 2,
+                   150, "both honest actors accepted", **watch)  # fmt: skip
         honest = sorted(rows())
         assert len(honest) == 2, honest
         victim = honest[0]
@@ -239,11 +233,15 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
             # Open until all is counted: a PUSH socket closed with messages queued may drop
             # them (src/ppomq/core/transport/rollouts.py). Counts reach Redis every second, updates
             # or not.
-            wait(lambda: (rejects() - before).total() >= FLOOD, "every hostile message counted")
+            wait_until(lambda: (rejects() - before).total() >= FLOOD, 150,
+                       "every hostile message counted", **watch)  # fmt: skip
         accepted_after_flood = {k: rows()[k].get("accepted", 0) for k in honest}
-        wait(lambda: version() >= v_flood_end + 5, "5 more versions after the flood")
-        wait(lambda: all(rows()[k].get("accepted", 0) > accepted_after_flood[k] for k in honest),
-             "both honest actors accepted again after the spoofs")  # fmt: skip
+        wait_until(lambda: version() >= v_flood_end + 5, 150, "5 more versions after the flood",
+                   **watch)  # fmt: skip
+        wait_until(
+            lambda: all(rows()[k].get("accepted", 0) > accepted_after_flood[k] for k in honest),
+            150, "both honest actors accepted again after the spoofs", **watch,
+        )  # fmt: skip
         counted = rejects() - before
         rss_after = _rss(learner.pid)
         final_rows = rows()

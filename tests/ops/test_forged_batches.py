@@ -1,4 +1,4 @@
-"""Forged batches at a running learner process (issue 17): a stale batch is refused, and
+"""Forged batches at a running learner process: a stale batch is refused, and
 nothing it says counts — not its env steps, not its episodes, not its `seq`.
 
 One real learner (its own process, real ZeroMQ socket, real Redis); this test is both the
@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 from pathlib import Path
 
 import msgpack
 import numpy as np
 import pytest
 
+from benchmarks.messages.factory import make_batch, whole_episodes
 from ppomq.core.envs import rollout_spec_for
-from ppomq.core.store.embedded import free_port
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import EpisodeStats, encode
-from tests.proto.factory import make_batch, whole_episodes
+from tests.support import free_port, wait_until
 
-from .services import LEARNER_SMALL, PPOMQ, STOPPED_BY_SIGTERM, Service
+from .services import LEARNER_SMALL, PPOMQ, STOPPED_BY_SIGTERM, Service, while_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -38,16 +37,6 @@ def _with_seq(frames: list, seq: int) -> list:
     header = msgpack.unpackb(frames[0], raw=False)
     header["seq"] = seq
     return [msgpack.packb(header, use_bin_type=True), *frames[1:]]
-
-
-def _wait(cond, what: str, learner: Service, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        assert learner.alive(), f"learner exited while waiting for {what}:\n{learner.log()}"
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}:\n{learner.log()}")
 
 
 def _learner(
@@ -87,6 +76,10 @@ def test_forged_stale_batches_neither_count_nor_lock_out_the_honest_actor(
         raw = r.get(keys.stats)
         return int(json.loads(raw)["version"]) if raw else 0
 
+    def rejected(reason: str) -> int:
+        raw = r.get(keys.stats)
+        return int(json.loads(raw).get("rejects", {}).get(reason, 0)) if raw else 0
+
     def batch(actor_id: str, seq: int, policy_version: int, episode_return: float):
         # Each env's episode fills the batch; its return is what the rewards sum to.
         b = whole_episodes(make_batch(spec, rng, seq=seq, actor_id=actor_id, n=N), episode_return)
@@ -105,8 +98,8 @@ def test_forged_stale_batches_neither_count_nor_lock_out_the_honest_actor(
                 encode(batch("honest", honest_seq, v, HONEST_RETURN)), timeout_ms=30_000
             )
             honest_seq += 1
-            _wait(lambda: version() > v, f"version {v + 1} from honest seq {honest_seq - 1}",
-                  learner)  # fmt: skip
+            what = f"version {v + 1} from honest seq {honest_seq - 1}"
+            wait_until(lambda: version() > v, 60, what, **while_up(learner))
 
         honest_update()  # waits for the learner's socket (the send queues until it binds)
         honest_update()
@@ -116,11 +109,14 @@ def test_forged_stale_batches_neither_count_nor_lock_out_the_honest_actor(
                            timeout_ms=5000)  # fmt: skip
         for i in range(FORGED):  # and stale fakes with huge returns, under other ids
             assert sender.send(encode(batch(f"forger-{i}", i, 0, 1e6)), timeout_ms=5000)
+        # Every forgery refused before the honest actor goes on: the updates after this
+        # are the proof that none of them counted (a forged "solve" would end the run, and
+        # summary.json's solved_at_env_steps would say so).
+        wait_until(lambda: rejected("stale") == FORGED + 1, 60, "every forged batch refused",
+                   **while_up(learner))  # fmt: skip
         honest_update()  # still accepted after the spoof: seq 3 after 2, not after 2^64-1
         honest_update()
         honest_update()
-        time.sleep(1.5)  # a forged "solve" would end the run meanwhile
-        assert learner.alive(), f"the forgery ended the run:\n{learner.log()}"
         stats = json.loads(r.get(keys.stats))
     finally:
         sender.close()
@@ -186,18 +182,24 @@ def test_a_batch_claiming_returns_its_rewards_do_not_make_is_refused_not_solved(
 
     learner.start()
     sender = RolloutSender(addr)
+
+    def honest_update(seq: int) -> None:
+        v = status()["version"]
+        assert sender.send(encode(batch("honest", seq)), timeout_ms=30_000)
+        wait_until(lambda: status()["version"] > v, 60, f"version {v + 1}", **while_up(learner))
+
     try:
         for seq in range(3):
-            v = status()["version"]
-            assert sender.send(encode(batch("honest", seq)), timeout_ms=30_000)
-            _wait(lambda v=v: status()["version"] > v, f"version {v + 1}", learner)
+            honest_update(seq)
         for i in range(5):  # current version, valid arrays, claims its rewards do not make
             forged = batch(f"claimer-{i}", 0)
             forged.episodes = EpisodeStats([1e6] * N, [T] * N)
             assert sender.send(encode(forged), timeout_ms=5000)
-        _wait(lambda: status()["rejects"].get("episodes_mismatch") == 5, "5 refusals", learner)
-        time.sleep(1.0)  # a forged "solve" would end the run meanwhile
-        assert learner.alive(), f"the claims ended the run:\n{learner.log()}"
+        wait_until(lambda: status()["rejects"].get("episodes_mismatch") == 5, 60, "5 refusals",
+                   **while_up(learner))  # fmt: skip
+        # An update after the refusals: the learner went on collecting, so the claims did
+        # not end the run as solved.
+        honest_update(3)
     finally:
         sender.close()
         code = learner.stop()
@@ -205,6 +207,6 @@ def test_a_batch_claiming_returns_its_rewards_do_not_make_is_refused_not_solved(
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["solved_at_env_steps"] is None
     assert summary["final_mean_return_20"] == HONEST_RETURN
-    assert summary["episodes"] == 3 * N
+    assert summary["episodes"] == 4 * N
     assert summary["batches_rejected"] == {"episodes_mismatch": 5}
     assert summary["ledger"]["actors"]["claimer-0"]["invalid"] == {"episodes_mismatch": 1}

@@ -15,8 +15,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from ppomq.core.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
-from ppomq.core.store.embedded import free_port
 from ppomq.healthcheck import detect_service
+from tests.support import free_port, wait_until
 
 
 def _probe(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -135,14 +135,15 @@ def test_weightserver_answers_the_ping_for_its_own_run_only(redis_url):
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    mine = {k: v for k, v in env.items() if k.startswith("PPOMQ")}
+
+    def running() -> None:
+        assert server.poll() is None, server.stderr.read().decode()  # type: ignore[union-attr]
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            res = _probe("weightserver", **{k: v for k, v in env.items() if k.startswith("PPOMQ")})
-            if res.returncode == 0 or time.monotonic() > deadline:
-                break
-            assert server.poll() is None, server.stderr.read().decode()  # type: ignore[union-attr]
-        assert res.returncode == 0, res.stdout
+        wait_until(lambda: _probe("weightserver", **mine).returncode == 0, 30,
+                   "the weightserver to answer its probe", check=running,
+                   context=lambda: _probe("weightserver", **mine).stdout)  # fmt: skip
         other = {k: v for k, v in env.items() if k.startswith("PPOMQ")} | {"PPOMQ_RUN_ID": "other"}
         res = _probe("weightserver", **other)
         assert res.returncode == 1 and "serves run 'probe-run'" in res.stdout

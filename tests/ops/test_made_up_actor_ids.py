@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks.messages.factory import make_batch
 from ppomq.core.envs import rollout_spec_for
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import EpisodeStats, encode
-from tests.proto.factory import make_batch
 
 from .services import STOPPED_BY_SIGTERM, System
 

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from ppomq.core.metrics import ActorMetrics, LearnerMetrics, start_metrics_server
-from ppomq.core.store.embedded import free_port
+from tests.support import free_port
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple], float]:

@@ -1,4 +1,4 @@
-"""The rollout ledger and bounded per-actor state, with real service processes (issue 17).
+"""The rollout ledger and bounded per-actor state, with real service processes.
 
 A real learner (own process, real ZeroMQ, real Redis): honest actors through an actor
 SIGKILL and a learner restart (the ledger adds up and names the loss); a learner stalled
@@ -11,20 +11,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import time
 import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from benchmarks.messages.factory import make_batch, whole_episodes
 from ppomq.core.envs import rollout_spec_for
-from ppomq.core.store.embedded import free_port
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import encode
-from tests.proto.factory import make_batch, whole_episodes
+from tests.support import free_port, wait_until
 
-from .services import LEARNER_SMALL, PPOMQ, ROLLOUT, STOPPED_BY_SIGTERM, Service, System
+from .services import (
+    LEARNER_SMALL,
+    PPOMQ,
+    ROLLOUT,
+    STOPPED_BY_SIGTERM,
+    Service,
+    System,
+    while_up,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -109,17 +116,6 @@ def _learner(tmp_path: Path, redis_url: str, run_id: str, addr: str, *extra: str
     )  # fmt: skip
 
 
-def _wait(cond, what: str, learner: Service, timeout_s: float = 90.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        assert learner.alive(), f"learner exited while waiting for {what}:\n{learner.log()}"
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}:\n{learner.log()}")
-
-
 def test_a_stalled_learner_shows_its_rejects_in_status_and_metrics(redis_url, tmp_path: Path):
     run_id, addr, port = "stalled", f"tcp://127.0.0.1:{free_port()}", free_port()
     learner = _learner(tmp_path, redis_url, run_id, addr, "--metrics-port", str(port))
@@ -140,7 +136,7 @@ def test_a_stalled_learner_shows_its_rejects_in_status_and_metrics(redis_url, tm
             s = _status(redis_url, run_id)
             return s if s.get("rejects", {}).get("future_version") == 20 else {}
 
-        status = _wait(shown, "the rejects in `ppomq status`", learner)
+        status = wait_until(shown, 90, "the rejects in `ppomq status`", **while_up(learner))
         assert status["version"] == 0  # stalled: no update happened
         assert status["rejects"] == {"future_version": 20, "run_id": 1}
         led = status["ledger"]
@@ -190,13 +186,13 @@ def test_10000_forged_actor_ids_stay_within_the_cap(redis_url, tmp_path: Path):
         for i in range(flood):
             b = dataclasses.replace(forged, actor_id=f"forged-{i:05d}", seq=i, sent=1)
             assert sender.send(encode(b), 30_000)
-        status = _wait(
+        status = wait_until(
             lambda: (
                 (s := _status(redis_url, run_id)).get("ledger", {}).get("received") == flood and s
             ),
+            150,
             "the flood counted",
-            learner,
-            timeout_s=150,
+            **while_up(learner),
         )
         assert r.hlen(RunKeys(run_id).actors) <= cap
         assert len(status["actors"]) + len(status["hidden_actors"]) <= cap
@@ -248,7 +244,7 @@ def test_claims_and_junk_cannot_poison_the_ledger(redis_url: str, tmp_path: Path
         for seq in range(3):
             v = version()
             assert sender.send(encode(honest(seq)), 30_000)
-            _wait(lambda v=v: version() > v, f"version {v + 1}", learner)
+            wait_until(lambda v=v: version() > v, 90, f"version {v + 1}", **while_up(learner))
         # Invalid (another run), naming the honest actor, claiming 2^62 sent.
         wrong_run = dataclasses.replace(honest(3), run_id="other", sent=2**62)
         assert sender.send(encode(wrong_run), 5000)
@@ -260,9 +256,11 @@ def test_claims_and_junk_cannot_poison_the_ledger(redis_url: str, tmp_path: Path
             assert sender.send(frames, 5000)
         v = version()
         assert sender.send(encode(honest(4)), 30_000)
-        _wait(lambda: version() > v, "the honest actor's next version", learner)
-        _wait(lambda: sum(_status(redis_url, run_id).get("ledger", {}).get("unattributed", {})
-                          .values()) == junk, "the junk in the totals", learner)  # fmt: skip
+        wait_until(lambda: version() > v, 90, "the honest actor's next version",
+                   **while_up(learner))  # fmt: skip
+        wait_until(lambda: sum(_status(redis_url, run_id).get("ledger", {}).get("unattributed", {})
+                               .values()) == junk, 90, "the junk in the totals",
+                   **while_up(learner))  # fmt: skip
     finally:
         sender.close()
         assert learner.stop() == STOPPED_BY_SIGTERM, learner.log()

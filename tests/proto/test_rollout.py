@@ -12,10 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.messages.badmsgs import MUTATIONS, Generator, HypothesisSource, RngSource
+from benchmarks.messages.factory import make_batch, make_spec, wire
 from ppomq.proto import ActionSpace, DecodeError, EpisodeStats, Reason, SeqTracker, decode, encode
-
-from .badmsgs import MUTATIONS, Generator, HypothesisSource, RngSource
-from .factory import make_batch, make_spec, wire
 
 # Not decode's: the staleness gate's, the weights', the key check's, the episode book's.
 ROLLOUT_REASONS = set(Reason) - {
@@ -142,7 +141,7 @@ def test_seq_must_rise_per_actor_and_rejected_batches_are_not_recorded():
 
 def test_decode_checks_seq_but_never_records_it():
     """Valid at the door is not accepted: the learner may still refuse the batch (stale),
-    and a refused batch must leave its actor's seq as it was (issue 17)."""
+    and a refused batch must leave its actor's seq as it was."""
     spec = make_spec()
     rng = np.random.default_rng(10)
     seqs = SeqTracker()

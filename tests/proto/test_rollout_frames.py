@@ -10,6 +10,7 @@ import msgpack
 import numpy as np
 import pytest
 
+from benchmarks.messages.factory import make_batch, make_spec
 from ppomq.proto import (
     ActionSpace,
     DecodeError,
@@ -21,8 +22,6 @@ from ppomq.proto import (
     encode,
 )
 from ppomq.proto.rollout_frames import to_frames, wants_frames
-
-from .factory import make_batch, make_spec
 
 PROTO = Path(__file__).resolve().parents[2] / "proto"
 S, F = 4, (6, 5)

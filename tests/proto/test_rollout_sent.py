@@ -6,9 +6,8 @@ import msgpack
 import numpy as np
 import pytest
 
+from benchmarks.messages.factory import make_batch, make_spec
 from ppomq.proto import DecodeError, Reason, decode, encode, peek_sender
-
-from .factory import make_batch, make_spec
 
 
 def _header(frames: list) -> dict:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -108,14 +108,3 @@ class WeightserverProcess:
             raise AssertionError(
                 "weightserver did not exit after SIGTERM:\n" + self.log()
             ) from None
-
-
-def wait_until(
-    predicate: Callable[[], object], timeout_s: float = 20.0, what: str = "condition"
-) -> None:
-    """Poll `predicate` until true; a test's deadline, never a timing assertion."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)

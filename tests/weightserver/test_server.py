@@ -18,9 +18,10 @@ from ppomq.core.store.keys import BLOB_FIELD, HEADER_FIELD, RunKeys
 from ppomq.core.store.weight_store import WeightStore
 from ppomq.core.transport.weights_client import WeightsClient, WeightsTimeoutError
 from ppomq.proto.weights_blob import unpack_tensors
+from tests.support.waiting import wait_until
 
 from ..conftest import free_port
-from .helpers import WeightserverProcess, make_weights, mlp_tensors, wait_until
+from .helpers import WeightserverProcess, make_weights, mlp_tensors
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_concurrent_clients_get_the_newest_version_then_not_modified(
     asked_twice.wait(timeout=30)
     with WeightsClient(server.endpoint) as probe:
         # All eight long polls are parked on the server before version 2 exists.
-        wait_until(lambda: probe.ping()["parked"] == 8, what="8 parked requests")
+        wait_until(lambda: probe.ping()["parked"] == 8, 20, "8 parked requests")
         store.publish(*make_weights(2))
         assert probe.get_newer(2, wait_ms=200) is None  # a long poll that expires
     for t in threads:

@@ -10,7 +10,8 @@ most `--top` rows (actors trained on first, most recent first) under one line of
 all of them buried the actors that train under a thousand lines.
 
 With --run-dir it reads the run's own Redis while the run runs, and after it a private copy
-of what the run persisted in its run dir (ppomq.core.store.run_redis): a finished run's last status.
+of what the run persisted in its run dir (ppomq.core.store.run_redis): a finished run's last status;
+and the launcher's latest phase from the run's events (ppomq.core.timeline).
 """
 
 from __future__ import annotations
@@ -153,6 +154,10 @@ def _run(args: argparse.Namespace) -> int:
                 as_of_last_update=source == PERSISTED,
             )
     status["source"] = source
+    if args.run_dir:
+        from ppomq.core.timeline import current_phase
+
+        status["phase"] = current_phase(Path(args.run_dir))
     if args.json:
         print(json.dumps(status, sort_keys=True))
         return 0
@@ -168,6 +173,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"finished at version {done['version']}, {done['env_steps']:,} env steps")
     if source == PERSISTED:
         print(f"not running: read from the Redis data it persisted in {args.run_dir}")
+    phase = status.get("phase")
+    if phase:
+        print(f"launcher phase: {phase['phase']}, {time.time() - phase['t']:.1f} s ago")
     print(f"rejects by reason: {status['rejects'] or 'none'}")
     ledger = status.get("ledger")
     if ledger:

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace, flags: dict[str, object]) -> int:
     if args.ping:
         return _ping(args.ping, args.ping_timeout_ms)
     settings = load_settings(WeightserverSettings, flags, getattr(args, "config", None))
-    from ppomq.weightserver.server import main  # pulls in zmq and redis only when serving
+    from ppomq.weightserver.service import main  # pulls in zmq and redis only when serving
 
     return main(settings)
 

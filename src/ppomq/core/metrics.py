@@ -307,7 +307,8 @@ class ActorMetrics:
         self.phase_s[phase] += seconds
 
     def time_split(self) -> str:
-        """`sample 91.2%, weights 5.0%, send 3.8% of 12.3 s` (benchmarks parse it)."""
+        """`sample 91.2%, weights 5.0%, send 3.8% of 12.3 s`, for the log (the same
+        seconds go in the actor.stop event)."""
         total = sum(self.phase_s.values())
         parts = ", ".join(
             f"{k} {100 * v / total if total else 0.0:.1f}%" for k, v in self.phase_s.items()

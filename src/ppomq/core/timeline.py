@@ -1,15 +1,18 @@
-"""Where a `ppomq train` run's time goes, phase by phase: run_dir/logs/launcher.log.
+"""Where a `ppomq train` run's time goes, phase by phase.
 
-The launcher marks its own phases as they happen (one line each, so a hung start-up or
-shutdown shows how far it got) and, at the end, adds the two that only the children know
-(the actors' first env step, the learner's last update) and one JSON line with the whole
-timeline and the overhead: command start to first env step, plus last update to exit.
+The launcher marks its own phases as they happen, each as a `launcher.phase` event in
+RUN_DIR/events.jsonl (ppomq.core.events) and as a line of run_dir/logs/launcher.log for
+people (so a hung start-up or shutdown shows how far it got). At the end it adds the
+phases only the children know, from their events (learner ready, the actors' first env
+step, the learner's last update), and writes the whole timeline and its overhead to the
+log: command start to first env step, plus last update to exit.
 
     1795387422.615000   +0.000 s  command start
     1795387423.301234   +0.686 s  redis ready
     ...
     timeline {"command start": 0.0, ..., "overhead_s": 1.8}
 
+Programs read the timeline back from the events (`read_timeline`), not from the log.
 This module stays light (the launcher imports it before anything heavy).
 """
 
@@ -19,14 +22,15 @@ import contextlib
 import csv
 import json
 import os
-import re
 import threading
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
-FIRST_STEP_RE = re.compile(r"first env step at unix ([0-9.]+)")
+from ppomq.core.events import EVENTS_FILE, EventWriter, file_size, read_events
+
 TIMELINE_PREFIX = "timeline "
+# The actors' line for people, read only until they emit actor.first_step.
 
 
 def process_start_unix(pid: int | str = "self") -> float | None:
@@ -47,10 +51,13 @@ def process_start_unix(pid: int | str = "self") -> float | None:
 
 
 class Timeline:
-    """Marks phases (name -> Unix time) and writes each to `path` as it happens."""
+    """Marks phases (name -> Unix time); each goes to `path` and to `events` as it happens."""
 
-    def __init__(self, path: Path, *, start: float | None = None) -> None:
+    def __init__(self, path: Path, events: EventWriter, *, start: float | None = None) -> None:
         self.path = path
+        self.events = events
+        # This launch's children write after here (a resumed run's file holds earlier runs).
+        self._events_from = file_size(events.path)
         self.t0 = start if start is not None else (process_start_unix() or time.time())
         self.marks: dict[str, float] = {}
         self._lock = threading.Lock()
@@ -66,6 +73,7 @@ class Timeline:
             self.marks[phase] = at
             if self._fh is not None and not self._fh.closed:
                 self._write(f"{at:.6f} {at - self.t0:+8.3f} s  {phase}\n")
+                self.events.emit("launcher.phase", t=at, phase=phase)
 
     def _write(self, line: str) -> None:
         """One line to the log; a full disk loses the line, never the launcher (which
@@ -113,20 +121,18 @@ class Timeline:
 
     def finish(self, run_dir: Path) -> dict[str, Any]:
         """Add the children's phases, write the timeline line, close the log; returns it."""
-        first = first_env_step_unix(run_dir)
+        since = read_events(self.events.path, offset=self._events_from) if self.events.path else []
+        ready = [e["t"] for e in since if e["event"] == "learner.ready"]
+        if ready:
+            self.mark("learner ready", min(ready))
+        first = first_env_step_unix(run_dir, since)
         if first is not None:
             self.mark("first env step", first)
-        last = last_update_unix(run_dir)
+        last = last_update_unix(run_dir, since)
         if last is not None:
             self.mark("last update", last)
         self.mark("exit")
-        doc: dict[str, Any] = {
-            k: round(v - self.t0, 3) for k, v in sorted(self.marks.items(), key=lambda kv: kv[1])
-        }
-        if first is not None and last is not None:
-            doc["startup_s"] = round(first - self.t0, 3)
-            doc["shutdown_s"] = round(self.marks["exit"] - last, 3)
-            doc["overhead_s"] = round(doc["startup_s"] + doc["shutdown_s"], 3)
+        doc = timeline_doc(self.marks)
         with self._lock:
             if self._fh is not None:
                 self._write(TIMELINE_PREFIX + json.dumps(doc) + "\n")
@@ -135,22 +141,40 @@ class Timeline:
         return doc
 
 
-def first_env_step_unix(run_dir: Path) -> float | None:
-    """The earliest `first env step at unix T` any actor logged (actor-*.log)."""
-    firsts: list[float] = []
-    for log in sorted((run_dir / "logs").glob("actor-*.log")):
-        try:
-            firsts += [float(m) for m in FIRST_STEP_RE.findall(log.read_text(errors="replace"))]
-        except OSError:
-            continue
+def timeline_doc(marks: dict[str, float]) -> dict[str, Any]:
+    """Each phase's seconds from command start, in time order, and with both children's
+    phases the overhead: startup_s (to the first env step) + shutdown_s (last update to
+    exit)."""
+    t0 = marks["command start"]
+    doc: dict[str, Any] = {
+        k: round(v - t0, 3) for k, v in sorted(marks.items(), key=lambda kv: kv[1])
+    }
+    first, last = marks.get("first env step"), marks.get("last update")
+    if first is not None and last is not None and "exit" in marks:
+        doc["startup_s"] = round(first - t0, 3)
+        doc["shutdown_s"] = round(marks["exit"] - last, 3)
+        doc["overhead_s"] = round(doc["startup_s"] + doc["shutdown_s"], 3)
+    return doc
+
+
+def _run_events(run_dir: Path, events: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return read_events(run_dir / EVENTS_FILE) if events is None else events
+
+
+def first_env_step_unix(run_dir: Path, events: list[dict[str, Any]] | None = None) -> float | None:
+    """The earliest actor.first_step among `events` (else the run dir's); None without."""
+    firsts = [e["t"] for e in _run_events(run_dir, events) if e["event"] == "actor.first_step"]
     return min(firsts) if firsts else None
 
 
-def last_update_unix(run_dir: Path) -> float | None:
-    """The end of the learner's last update: the last row of progress.csv (written once the
-    update's weights are published), its learner clock converted to Unix time with
-    summary.json's `started_unix` (as benchmarks/e2e.py does). Without progress rows,
-    summary.json's own end (which comes later: after the checkpoint and final weights)."""
+def last_update_unix(run_dir: Path, events: list[dict[str, Any]] | None = None) -> float | None:
+    """The last learner.stop's last update among `events` (else the run dir's). A learner
+    that was killed said none: the last row of progress.csv (written once
+    the update's weights are published), its learner clock turned into Unix time with
+    summary.json's `started_unix`; without rows, summary.json's own end."""
+    stops = [e for e in _run_events(run_dir, events) if e["event"] == "learner.stop"]
+    if stops and isinstance(stops[-1].get("last_update_t"), (int, float)):
+        return float(stops[-1]["last_update_t"])
     try:
         s = json.loads((run_dir / "summary.json").read_text())
         started = float(s["started_unix"]) - float(s.get("resumed_wall_s", 0.0))
@@ -167,13 +191,30 @@ def last_update_unix(run_dir: Path) -> float | None:
     return started + end
 
 
-def read_timeline(run_dir: Path) -> dict[str, Any] | None:
-    """The last timeline line of run_dir/logs/launcher.log, or None."""
-    try:
-        lines = (run_dir / "logs" / "launcher.log").read_text().splitlines()
-    except OSError:
+def launch_phases(run_dir: Path) -> dict[str, float]:
+    """The last `ppomq train` launch's phases in the run dir's events: name -> Unix time
+    (a phase noted again: its last time); {} without any."""
+    marks: dict[str, float] = {}
+    for e in read_events(run_dir / EVENTS_FILE):
+        phase = e.get("phase")
+        if e["event"] != "launcher.phase" or not isinstance(phase, str):
+            continue
+        if phase == "command start":
+            marks = {}  # a resumed run: a new launch
+        marks[phase] = float(e["t"])
+    return marks
+
+
+def current_phase(run_dir: Path) -> dict[str, Any] | None:
+    """The last launch's latest phase, {"phase": name, "t": Unix time}, or None."""
+    marks = launch_phases(run_dir)
+    if not marks:
         return None
-    for line in reversed(lines):
-        if line.startswith(TIMELINE_PREFIX):
-            return json.loads(line[len(TIMELINE_PREFIX) :])
-    return None
+    phase = max(marks, key=marks.__getitem__)
+    return {"phase": phase, "t": marks[phase]}
+
+
+def read_timeline(run_dir: Path) -> dict[str, Any] | None:
+    """The last launch's whole timeline (Timeline.finish's), or None before it exited."""
+    marks = launch_phases(run_dir)
+    return timeline_doc(marks) if "exit" in marks else None

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
 
 from ppomq.core.store.connect import connect_redis
 
@@ -15,7 +18,11 @@ if TYPE_CHECKING:
 
 
 class Progress:
-    """One live line: steps, SPS, return, version, rejects (read from Redis status)."""
+    """One live line: steps, SPS, return, version, rejects (read from Redis status).
+
+    On a terminal, rich's Live redraws it in place every second, with whatever else the
+    launcher prints going above it; anywhere else (a pipe, CI, a test) it is a plain line
+    every 10 s. `close()` ends the live line."""
 
     def __init__(self, launcher: Launcher) -> None:
         from ppomq.core.store.keys import RunKeys
@@ -23,12 +30,14 @@ class Progress:
         self.launcher = launcher
         self.redis = connect_redis(launcher.redis_url)
         self.key = RunKeys(launcher.s.run_id).stats
-        self.tty = sys.stdout.isatty()
+        self.console = Console(highlight=False)
+        self.live: Live | None = None
         self.last = 0.0
 
     def __call__(self) -> None:
         now = time.monotonic()
-        if now - self.last < (1.0 if self.tty else 10.0):
+        interactive = self.console.is_interactive
+        if now - self.last < (1.0 if interactive else 10.0):
             return
         self.last = now
         try:
@@ -37,20 +46,33 @@ class Progress:
             return
         if not raw:
             return
-        st = json.loads(raw)
-        ret = st.get("mean_return_20")
-        shown = "n/a" if ret is None else f"{ret:.1f}"
-        rejects = sum(st.get("rejects", {}).values())
-        line = (
-            f"steps {st['env_steps']:>8,}  sps {st['sps']:>7,.0f}  "
-            f"return {shown:>6}  "
-            f"version {st['version']:>5}  rejects {rejects}  "
-            f"[{now - self.launcher.start_time:5.1f}s]"
-        )
-        if self.tty:
-            print("\r\033[K" + line, end="", flush=True)
-        else:
+        line = progress_line(json.loads(raw), now - self.launcher.start_time)
+        if not interactive:
             print(line, flush=True)
+            return
+        if self.live is None:
+            self.live = Live(console=self.console, auto_refresh=False)
+            self.live.start()
+        self.live.update(Text(line, no_wrap=True, overflow="ellipsis"), refresh=True)
+
+    def close(self) -> None:
+        """End the live line (the cursor goes below it); nothing to do for plain lines."""
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def progress_line(st: dict[str, Any], elapsed_s: float) -> str:
+    """The line for the learner's status `st`, `elapsed_s` into the run."""
+    ret = st.get("mean_return_20")
+    shown = "n/a" if ret is None else f"{ret:.1f}"
+    rejects = sum(st.get("rejects", {}).values())
+    return (
+        f"steps {st['env_steps']:>8,}  sps {st['sps']:>7,.0f}  "
+        f"return {shown:>6}  "
+        f"version {st['version']:>5}  rejects {rejects}  "
+        f"[{elapsed_s:5.1f}s]"
+    )
 
 
 def summary_text(s: dict[str, Any], run_dir: Path) -> str:

@@ -98,7 +98,7 @@ class Shutdown:
             # weightserver's answer, and exit 0; the weightserver exits once everyone that
             # was active has heard. Signalling our actors instead would leave them untold,
             # and it would then wait out its whole grace for them on every finished run.
-            from ppomq.weightserver.server import FINISH_GRACE_S
+            from ppomq.weightserver.run_end import FINISH_GRACE_S
 
             self._await_exits(self.children, FINISH_GRACE_S + 1.0)
         for child in self.children:
@@ -114,9 +114,10 @@ class Shutdown:
             mark("redis stopped")
         if timeline is not None:
             timeline.finish(self.run_dir)
+            timeline.events.close()
         # At exit Python's last garbage collections walk every object this process holds
-        # (pydantic, gymnasium, numpy, redis...): ~0.1 s of `ppomq train`'s ~0.35 s from the
-        # last update to the prompt. Frozen, they are skipped. At exit only, so a Launcher
+        # (pydantic, gymnasium, numpy, redis...): a good share of `ppomq train`'s time from
+        # the last update to the prompt. Frozen, they are skipped. At exit only, so a Launcher
         # used inside another program changes nothing there.
         atexit.register(gc.freeze)
 

@@ -13,16 +13,18 @@ from redis.backoff import ExponentialBackoff
 
 from ppomq.core.envs import spaces_of
 from ppomq.core.errors import RedisUnavailableError, StorageFullError, UsageError, UserError
+from ppomq.core.events import EVENTS_FILE, EventWriter
 from ppomq.core.rundir import FINISHED_FILE, REDIS_DIR, write_json_atomic
 from ppomq.core.settings import (
     ActorSettings,
     LearnerSettings,
     TrainSettings,
     WeightserverSettings,
+    redact_url,
     settings_snapshot,
 )
 from ppomq.core.storage import storage_text
-from ppomq.core.store.connect import connect_redis, make_redis, redact_url
+from ppomq.core.store.connect import connect_redis, make_redis
 from ppomq.core.store.embedded import EmbeddedRedis, free_port
 from ppomq.core.timeline import Timeline
 from ppomq.launch import zygote
@@ -57,6 +59,9 @@ class Launcher(Shutdown):
         spaces_of(settings.env_id)
         if not settings.run_dir:
             settings = settings.model_copy(update={"run_dir": default_run_dir(settings.run_id)})
+        if not settings.events_file:  # the run's one event stream, every child's included
+            events_file = str(Path(settings.run_dir) / EVENTS_FILE)
+            settings = settings.model_copy(update={"events_file": events_file})
         self.s = settings
         self.run_dir = Path(settings.run_dir)
         if not settings.resume and (self.run_dir / FINISHED_FILE).exists():
@@ -86,13 +91,16 @@ class Launcher(Shutdown):
 
     def start(self) -> None:
         s = self.s
-        # Phase by phase into logs/launcher.log (ppomq.core.timeline): where start-up and
-        # shutdown spend their time, for `ppomq train` runs that must start like a tool.
-        self.timeline = Timeline(self.run_dir / "logs" / "launcher.log")
+        # Phase by phase into the run's events and logs/launcher.log (ppomq.core.timeline):
+        # where start-up and shutdown spend their time, for `ppomq train` runs that must
+        # start like a tool. Every child appends its own events to the same file.
+        events_file = s.events_file
+        self.events = EventWriter(events_file, "launcher")
+        self.timeline = Timeline(self.run_dir / "logs" / "launcher.log", self.events)
         self.timeline.mark("launcher start")
         if s.redis_url is not None:
             connect_redis(s.redis_url).close()  # one-line error now rather than in a child
-        # The server's imports (~2 s) run while Redis starts and the settings are written.
+        # The server's imports (seconds) run while Redis starts and the settings are written.
         zygote.start_server()
         if s.redis_url is None:
             # In the run dir, persisted: the versions outlive the run (`ppomq weights
@@ -117,11 +125,19 @@ class Launcher(Shutdown):
             s,
             WeightserverSettings,
             redis_url=redis_url,
+            events_file=events_file,
             bind=weights_bind,
             metrics_port=port0 + 1 if port0 else 0,
             **server_curve,
         )
-        learner = subset(s, LearnerSettings, rollout_bind=rollout_bind, **common, **server_curve)
+        learner = subset(
+            s,
+            LearnerSettings,
+            rollout_bind=rollout_bind,
+            events_file=events_file,
+            **common,
+            **server_curve,
+        )
         # Secrets redacted (the Redis password too): the run dir is shared, e.g. with TensorBoard.
         write_json_atomic(
             self.run_dir / "settings.json",
@@ -147,6 +163,7 @@ class Launcher(Shutdown):
                 s,
                 ActorSettings,
                 actor_index=i,
+                events_file=events_file,
                 metrics_port=port0 + 2 + i if port0 else 0,
                 learner_addr=connect_addr(rollout_bind),
                 weightserver_addr=connect_addr(weights_bind),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
 from pathlib import Path
 
 from ppomq.core.errors import UserError
@@ -52,6 +51,7 @@ def run_train(settings: TrainSettings) -> int:
         return 0
     interrupted = False
     code = 1
+    progress: Progress | None = None
     signals = StopSignals(launcher).install()
     try:
         launcher.start()
@@ -61,14 +61,14 @@ def run_train(settings: TrainSettings) -> int:
         interrupted = True
         print("\nstopping (Ctrl-C again to stop faster)...", flush=True)
     finally:
+        if progress is not None:
+            progress.close()  # the live line ends; what follows goes below it
         launcher.stop()
         # Everything is stopped: a late Ctrl-C (the second of two quick ones) has nothing
         # left to do. Ignored, not handled: the interpreter puts Python-handled signals back
         # to their defaults as it exits, and one landing then would end us with -SIGINT.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)
-    if sys.stdout.isatty():
-        print()
     summary_path = launcher.run_dir / "summary.json"
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())

@@ -1,13 +1,18 @@
 """A preloading fork server ("zygote") for `ppomq train`'s Python children.
 
-Every service imports torch, numpy, gymnasium, zmq and redis: ~1.8 s and ~250 MB each when
-each child is a fresh interpreter. Instead the launcher starts one server process (the
-standard library's forkserver, itself forked from the launcher so that it keeps what the
-launcher imported) that imports the rest once (ppomq.launch.zygote_preload), freezes the GC and
-then forks each child on request, so the children start at once and share those
-pages copy-on-write. A child then turns itself into what `python -m ppomq.cli ARGV` under
-`subprocess.Popen(env=ENV, stdout=LOG, stderr=STDOUT, stdin=DEVNULL,
-start_new_session=True, preexec_fn=die_with_parent)` was: same settings path, same logs.
+Every service imports torch, numpy, gymnasium, zmq and redis: seconds and hundreds of MB
+each when each child is a fresh interpreter. Instead the launcher starts one server process (the
+standard library's forkserver, with `set_forkserver_preload`; itself forked from the
+launcher, see `_fork_server`) that imports the rest once (ppomq.launch.zygote_preload),
+freezes the GC and then forks each child on request, so the children start at once and
+share those pages copy-on-write. A child then runs `python -m ppomq.cli ARGV` as a
+service expects: settings from its PPOMQ_* environment alone, stdout and stderr to its
+log, its own session, and it dies with the server, which dies with the launcher.
+
+What the standard library does not offer is kept, each with its reason: forking the
+server from the launcher (`_fork_server`), a child the launcher does not join at exit
+(`fork`), a child that lets go of the server's "alive" pipe (`_child_main`), and waiting
+for the server at the end (`stop_server`).
 
 This module stays light: the launcher imports it, and must not pay for torch.
 """
@@ -39,7 +44,7 @@ from ppomq.core.procutil import die_with_parent, set_process_title
 PRELOAD = (
     "ppomq.actor.service",
     "ppomq.learner.service",
-    "ppomq.weightserver.server",
+    "ppomq.weightserver.service",
     "ppomq.core.envs",
     "gymnasium.envs.classic_control",
     "ppomq.cli",  # and, in ppomq.launch.zygote_preload, every ppomq.commands module it loads
@@ -65,9 +70,11 @@ def start_server() -> None:
 def _fork_server(server: Any) -> None:
     """The standard library's `ForkServer.ensure_running`, with the server forked from
     this process instead of spawned as a fresh interpreter: it starts with what the
-    launcher has imported already (pydantic and the settings, gymnasium, numpy, redis:
-    ~0.35 s of the server's ~1.8 s of imports, on the path to every run's first env step)
-    and imports only the rest (torch). Same protocol, same socket and "alive" pipe, so
+    launcher has imported already (pydantic and the settings, gymnasium, numpy, redis) and
+    imports only the rest (torch). With the documented way alone (`set_forkserver_preload`
+    and the fresh server it spawns) the launcher's first child started 0.3 s later (median
+    of 5 paired starts on a 2-core machine: 3.2 s against 2.8 s), on the path to every
+    run's first env step. Same protocol, same socket and "alive" pipe, so
     `ForkServerProcess` and `stop_server` work unchanged."""
     resource_tracker.ensure_running()
     address = connection.arbitrary_address("AF_UNIX")
@@ -122,7 +129,8 @@ def _close_fds_except(keep: set[int]) -> None:
 def stop_server() -> None:
     """Stop the server and wait for it, once every child has exited: the server reaps its
     children, so only then do their CPU times count in ours (rusage), and its socket file
-    is removed. `_stop` is private but is what the standard library's own tests use."""
+    is removed. The standard library has no public way to stop its server; `_stop` is the
+    one its own tests use."""
     with contextlib.suppress(Exception):
         forkserver._forkserver._stop()  # type: ignore[attr-defined]
 
@@ -131,12 +139,13 @@ def fork(name: str, argv: list[str], env: dict[str, str], log_path: Path) -> For
     """Fork `ppomq ARGV` from the server as process `name`; blocks until it has a pid
     (on the first call, until the server has finished its imports)."""
     start_server()
-    log_path.touch()  # exists once we return, as when the launcher opened it for Popen
+    log_path.touch()  # exists once we return: the supervisor reads it at once
     proc = _CONTEXT.Process(target=_child_main, args=(name, argv, env, str(log_path)), name=name)
     proc.start()
     # The launcher stops its children itself. multiprocessing would also join each one at
-    # interpreter exit, so a forced exit (a second Ctrl-C, a crash) would hang on them;
-    # untracked, they die as with Popen: with the server, which dies with the launcher.
+    # interpreter exit, so a forced exit (a second Ctrl-C, a crash) would hang on them; it
+    # has no public way to leave a child out, so it is dropped from the set it joins.
+    # Untracked, a child dies with the server, which dies with the launcher.
     multiprocessing.process._children.discard(proc)  # type: ignore[attr-defined]
     return proc
 
@@ -150,7 +159,7 @@ def _child_main(name: str, argv: list[str], env: dict[str, str], log_path: str) 
     if os.getppid() != server:
         os._exit(1)  # the server died before prctl took effect: nobody would stop us
     os.setsid()  # own session: a Ctrl-C at the terminal reaches only the launcher
-    # What ps, psutil and the benchmarks showed for the subprocess this child replaces.
+    # ps, psutil and the benchmarks show the command this child runs, not the server's.
     set_process_title(name, " ".join([sys.executable, "-m", "ppomq.cli", *argv]))
     # multiprocessing hands each child the launcher's end of the server's "alive" pipe;
     # holding it would keep the server's own guard (EOF when the launcher is gone) open.

@@ -39,8 +39,8 @@ set_process_title("ppomq-zygote", f"{sys.executable} (ppomq zygote: multiprocess
 
 def _exit_without_teardown(server: int = os.getpid()) -> None:
     """The server's last exit handler (registered first, so it runs after the others):
-    skip the interpreter's teardown, which with torch loaded took ~0.15 s at the end of
-    every `ppomq train` (the launcher waits for the server). The server holds no files or
+    skip the interpreter's teardown, which with torch loaded adds to the end of every
+    `ppomq train` (the launcher waits for the server). The server holds no files or
     buffers that need it. Forked children inherit the handler; it does nothing there."""
     if os.getpid() == server:
         for stream in (sys.stdout, sys.stderr):
@@ -59,8 +59,8 @@ for _name in (*PRELOAD, *(f"ppomq.commands.{c}" for c in COMMAND_MODULES)):
     with contextlib.suppress(Exception):
         importlib.import_module(_name)
 
-# torch registers one weakref.finalize per operator library (~130) that, at exit, unregisters
-# it from the dispatcher: 50-90 ms at the end of every child (their atexit handlers run in
+# torch registers one weakref.finalize per operator library that, at exit, unregisters it
+# from the dispatcher: a noticeable pause at the end of every child (their atexit handlers run in
 # ppomq.launch.zygote) for a process that then ends with os._exit anyway. They still run if a
 # library is collected before; only the at-exit call is dropped. (`_registry` is how the
 # standard library itself lists live finalizers; `peek` and `atexit` are public.)

@@ -1,10 +1,10 @@
-"""--env-backend envpool: the actor's vector env from EnvPool, with the interface, spaces and
-episode reports of the gymnasium backend (ppomq.core.envs.envpool)."""
+"""--env-backend envpool on a real EnvPool: the actor's vector env from EnvPool, with the
+interface, spaces and episode reports of the gymnasium backend (ppomq.core.envs.envpool).
+
+What needs no EnvPool (the id mapping, the one-line errors, the NEXT_STEP to SAME_STEP
+conversion on a scripted pool) is in test_envpool_mapping.py and runs everywhere."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -13,11 +13,10 @@ import torch
 from ppomq.actor.runner import EnvRunner
 from ppomq.core.envs import EPISODES_IN_INFO, env_seed, make_vector_env, rollout_spec_for
 from ppomq.core.envs.envpool import EnvPoolVectorEnv
-from ppomq.core.errors import UsageError
 from ppomq.core.models import build_model, model_spec_for
 from ppomq.proto import decode, encode
 
-envpool = pytest.importorskip("envpool", reason="envpool is not installed (ppomq[envpool])")
+pytest.importorskip("envpool", reason="envpool is not installed (ppomq[envpool])")
 pytest.importorskip("ale_py", reason="the atari extra (ale-py) is not installed")
 pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
 
@@ -122,88 +121,3 @@ def test_breakout_reports_whole_games_with_raw_scores_through_the_runner():
     assert terms >= 5 * len(returns)
     assert all(length > 5 for length in lengths)
     assert all(r >= 0 and float(r).is_integer() for r in returns)
-
-
-class _StubPool:
-    """EnvPool's gymnasium NEXT_STEP interface for 2 envs, scripted: env 0 loses its last
-    life at step 3 after scoring raw 4 (clipped 1) and raw 7 (clipped 1)."""
-
-    def __init__(self) -> None:
-        self.t = 0
-        self.resets: list[list[int]] = []
-
-    def reset(self, env_id):
-        return np.zeros((2, 1), np.uint8), {"env_id": np.asarray(env_id)}
-
-    def step(self, action, env_id=None):
-        if env_id is not None:  # the reset step of the ended envs
-            self.resets.append(list(env_id))
-            k = len(env_id)
-            info = {"env_id": np.asarray(env_id), "reward": np.zeros(k), "lives": np.full(k, 5)}
-            return np.full((k, 1), 99, np.uint8), np.zeros(k), *([np.zeros(k, bool)] * 2), info
-        self.t += 1
-        raw = {1: [4.0, 0.0], 2: [7.0, 1.0], 3: [0.0, 0.0]}.get(self.t, [0.0, 0.0])
-        lives = np.array([0 if self.t == 3 else 1, 3])
-        term = np.array([self.t == 3, False])
-        info = {"env_id": np.arange(2), "reward": np.array(raw), "lives": lives}
-        obs = np.full((2, 1), self.t, np.uint8)
-        return obs, np.sign(raw), term, np.zeros(2, bool), info
-
-    def close(self) -> None:
-        pass
-
-
-def test_game_returns_are_summed_from_the_raw_rewards_and_reset_in_the_same_step():
-    envs = EnvPoolVectorEnv.__new__(EnvPoolVectorEnv)
-    envs.pool, envs.num_envs, envs.atari, envs._all = _StubPool(), 2, True, np.arange(2)
-    envs._game_return, envs._game_length = np.zeros(2), np.zeros(2, np.int64)
-    envs.reset()
-    for _ in range(2):
-        info = envs.step(np.zeros(2, np.int64))[4]
-        assert "final_info" not in info
-    obs, reward, term, _, info = envs.step(np.zeros(2, np.int64))
-    assert reward.tolist() == [0.0, 0.0] and term.tolist() == [True, False]
-    assert envs.pool.resets == [[0]]
-    assert obs[0, 0] == 99 and obs[1, 0] == 3  # env 0's reset obs, env 1 goes on
-    assert info["final_obs"][0][0] == 3 and info["_final_obs"].tolist() == [True, False]
-    ep = info["final_info"]
-    assert ep["_episode"].tolist() == [True, False]
-    assert ep["episode"]["r"][0] == 11.0 and ep["episode"]["l"][0] == 3  # raw, not clipped 2
-
-
-def test_an_id_envpool_lacks_or_a_family_it_does_not_cover_is_one_line(monkeypatch):
-    with pytest.raises(UsageError, match=r"--env-backend gymnasium") as err:
-        make_vector_env("CartPole-v1", 1, _seeds(1), backend="envpool")
-    assert "\n" not in str(err.value) and "Atari and MuJoCo" in str(err.value)
-    with pytest.raises(UsageError, match=r"EnvPool has no .*--env-backend gymnasium") as err:
-        # EnvPool 1.2.5 has every Atari and MuJoCo id Gymnasium registers: one removed.
-        known = [e for e in envpool.list_all_envs() if e != "HalfCheetah-v5"]
-        monkeypatch.setattr(envpool, "list_all_envs", lambda: known)
-        make_vector_env("HalfCheetah-v5", 1, _seeds(1), backend="envpool")
-    assert "\n" not in str(err.value)
-
-
-def test_envpool_not_installed_is_one_line_naming_the_extra_and_the_fallback():
-    code = (
-        "import sys\nsys.modules['envpool'] = None\n"
-        "from ppomq.core.envs import make_vector_env\nfrom ppomq.core.errors import UsageError\n"
-        "try:\n    make_vector_env('HalfCheetah-v5', 1, [1], backend='envpool')\n"
-        "except UsageError as exc:\n    print(exc)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.count("\n") == 1, out.stdout
-    assert "pip install 'ppomq[envpool]'" in out.stdout
-    assert "--env-backend gymnasium" in out.stdout
-
-
-def test_the_actor_exits_2_with_one_line_for_an_id_envpool_does_not_cover():
-    out = subprocess.run(
-        [sys.executable, "-m", "ppomq.cli", "actor", "--env-id", "CartPole-v1",
-         "--env-backend", "envpool", "--learner-addr", "tcp://127.0.0.1:9",
-         "--weightserver-addr", "tcp://127.0.0.1:9"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert out.returncode == 2, out.stderr
-    lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "--env-backend gymnasium" in lines[0], out.stderr

@@ -9,13 +9,13 @@ command line either (a probe's `redis-cli --pass X` would show X in `ps`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import re
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +24,22 @@ import pytest
 import redis
 import yaml
 
+from benchmarks.deploy.composefile import REPO, resolve_compose, tool
 from ppomq.core.settings import (
-    SECRET,
     LearnerSettings,
     RedisSettings,
+    SecretUrl,
     SettingsGroup,
     TrainSettings,
     format_validation_error,
-    is_secret,
+    is_secret_field,
+    redact_text,
+    redact_url,
     settings_env,
     settings_snapshot,
 )
-from ppomq.core.store.connect import hide_secrets_in_title, redact_text, redact_url
-from tests.deploy.composefile import REPO, resolve_compose, tool
+from ppomq.core.store.connect import hide_secrets_in_title
+from tests.support import wait_until
 
 PPOMQ = [sys.executable, "-m", "ppomq.cli"]
 SMALL = [
@@ -72,14 +75,20 @@ def test_settings_snapshot_redacts_but_settings_env_passes_the_secret_on():
     assert "pw-123" not in json.dumps(doc) and "pw-9" not in json.dumps(doc)
 
 
-def test_every_setting_that_can_hold_a_secret_is_marked():
-    """A new URL, password, token or key setting is redacted by default: marked SECRET or
-    named like one. (Add a field here only with json_schema_extra=SECRET.)"""
-    assert is_secret("redis_url") and is_secret("redis_url", TrainSettings)
-    for name in ("redis_password", "api_key", "auth_token", "key", "client_secret"):
-        assert is_secret(name), name
-    for name in ("keep_versions", "run_id", "hidden", "env_id", "learner_addr"):
-        assert not is_secret(name), name
+def test_a_secret_setting_shows_redacted_everywhere_but_in_its_value():
+    url = "redis://ppomq-learner:pw-123@redis:6379/0"
+    s = LearnerSettings(redis_url=url, run_dir="/tmp/x")
+    assert s.redis_url.get_secret_value() == url
+    for text in (str(s.redis_url), repr(s), s.model_dump_json()):
+        assert "pw-123" not in text and "redis://ppomq-learner:***@redis:6379/0" in text
+    assert TrainSettings().redis_url is None  # optional: no embedded-Redis URL to hide
+
+
+def test_every_setting_that_can_hold_a_secret_is_typed_as_one():
+    """A URL setting may carry user:password@: it is a SecretUrl, so it is redacted
+    wherever it is shown. (A new password, token or key setting: type it Secret too.)"""
+    assert is_secret_field("redis_url", SettingsGroup)
+    assert not is_secret_field("run_id", SettingsGroup)
     groups, seen = list(SettingsGroup.__subclasses__()), set()
     while groups:
         cls = groups.pop()
@@ -87,20 +96,23 @@ def test_every_setting_that_can_hold_a_secret_is_marked():
         for name in cls.model_fields:
             if name.endswith("_url") and name not in seen:
                 seen.add(name)
-                assert is_secret(name, cls), f"{cls.__name__}.{name}: mark it SECRET"
-    assert RedisSettings.model_fields["redis_url"].json_schema_extra == SECRET
+                assert is_secret_field(name, cls), f"{cls.__name__}.{name}: type it SecretUrl"
+    assert RedisSettings.model_fields["redis_url"].annotation is SecretUrl
 
 
-def test_a_bad_secret_setting_is_reported_without_its_password():
-    from pydantic import ValidationError
+def test_a_bad_secret_setting_is_reported_without_its_value():
+    from pydantic import Secret, ValidationError
 
     class _Probe(RedisSettings):
-        api_key: int = 0
+        api_key: Secret[int] = Secret(0)
 
     with pytest.raises(ValidationError) as exc:
         _Probe(api_key="s3cret-not-an-int")
     message = format_validation_error(exc.value)
-    assert "api_key" in message and "s3cret" not in message
+    assert "api_key" in message and "s3cret" not in message and "'***'" in message
+    with pytest.raises(ValidationError) as exc:  # a URL password in any other setting
+        TrainSettings(env_id=["redis://u:pw-5@h"])  # type: ignore[arg-type]
+    assert "pw-5" not in format_validation_error(exc.value)
 
 
 def test_the_title_of_a_process_started_with_a_password_in_its_arguments_hides_it():
@@ -154,20 +166,22 @@ def test_a_train_run_with_a_redis_password_leaves_it_nowhere(start_redis, tmp_pa
     seen: list[str] = []
     titles: set[str] = set()
     try:
-        deadline = time.monotonic() + 90
-        while not (run_dir / "settings.json").exists() and time.monotonic() < deadline:
+
+        def running() -> None:
             assert proc.poll() is None, proc.communicate()[0]
-            time.sleep(0.1)
-        # From here on (the launcher has parsed its flags), sample every process on the
-        # machine until the run ends: the launcher, the zygote, every service it forked.
-        while proc.poll() is None and time.monotonic() < deadline:
-            seen += _ps_hits(password)
-            try:
+
+        wait_until((run_dir / "settings.json").exists, 90, "settings.json", check=running)
+
+        def sampled_until_the_run_ends() -> bool:
+            seen.extend(_ps_hits(password))
+            with contextlib.suppress(psutil.Error):
                 for p in [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(True)]:
                     titles.add(" ".join(p.cmdline()))
-            except psutil.Error:
-                pass
-            time.sleep(0.3)
+            return proc.poll() is not None
+
+        # From here on (the launcher has parsed its flags), sample every process on the
+        # machine until the run ends: the launcher, the zygote, every service it forked.
+        wait_until(sampled_until_the_run_ends, 90, "the run's end", interval_s=0.3)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
 
@@ -11,9 +10,9 @@ import numpy as np
 import psutil
 import zmq
 
+from benchmarks.messages.factory import make_batch, make_spec
 from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
 from ppomq.proto import DecodeError, SeqTracker, decode, encode
-from tests.proto.factory import make_batch, make_spec
 
 FUZZ_MAX_MESSAGE = 4 << 20  # above the spec's 256 KiB cap, so decode (not ZeroMQ) sees oversize
 
@@ -84,11 +83,3 @@ def echo_seq_receiver(conn: Connection, stop: Event) -> None:
             if frames is not None:
                 reply.send(frames[0].bytes[:8])
     reply.close()
-
-
-def wait_for(pred, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)

@@ -11,11 +11,11 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.messages.badmsgs import Generator, HypothesisSource, RngSource
+from benchmarks.messages.factory import make_spec
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.proto import Reason
 from tests.core.transport.peers import FUZZ_MAX_MESSAGE, decoding_receiver
-from tests.proto.badmsgs import Generator, HypothesisSource, RngSource
-from tests.proto.factory import make_spec
 
 BAD_MESSAGES = 10_000
 HYPOTHESIS_EXAMPLES = 1_500

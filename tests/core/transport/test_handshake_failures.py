@@ -6,7 +6,6 @@ count reaches /metrics' collector (ppomq.core.metrics.HandshakeFailures)."""
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from ppomq.core.transport.curvezmq import (
     last_client_failure,
 )
 from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -44,15 +44,6 @@ def _count(side: str, *reasons: str) -> int:
     return sum(got.get((side, r), 0) for r in reasons)
 
 
-def _wait_for_more(side: str, reasons: tuple[str, ...], before: int) -> int:
-    """The count once it has grown past `before` (a liveness bound, not a timing check)."""
-    deadline = time.monotonic() + 20
-    while (now := _count(side, *reasons)) <= before:
-        assert time.monotonic() < deadline, f"no {side} {reasons} failure counted"
-        time.sleep(0.02)
-    return now
-
-
 def test_a_curve_client_at_a_plain_server_names_it(keys, caplog):
     _, client = keys
     before = _count("client", "server_not_curve")
@@ -62,7 +53,8 @@ def test_a_curve_client_at_a_plain_server_names_it(keys, caplog):
         RolloutSender(rx.endpoint, curve=client) as tx,
     ):
         assert not tx.send([b"x"], timeout_ms=200)  # never delivered
-        _wait_for_more("client", ("server_not_curve",), before)
+        wait_until(lambda: _count("client", "server_not_curve") > before, 20,
+                   "the client's server_not_curve failure counted")  # fmt: skip
     cause = last_client_failure()
     assert cause is not None and "does not use CURVE" in cause and rx.endpoint in cause
     assert any("does not use CURVE" in r.getMessage() for r in caplog.records)
@@ -81,7 +73,8 @@ def test_a_plain_client_at_a_curve_server_is_refused_counted_and_exported(keys, 
     ):
         assert not tx.send([b"x"], timeout_ms=200)
         assert rx.recv(timeout_ms=0) is None
-        after = _wait_for_more("server", reasons, before)
+        after = wait_until(lambda: (n := _count("server", *reasons)) > before and n, 20,
+                           f"the server's {reasons} failure counted")  # fmt: skip
     assert any(rx.endpoint in r.getMessage() for r in caplog.records), caplog.text
     registry = CollectorRegistry()
     registry.register(HandshakeFailures())

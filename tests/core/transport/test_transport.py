@@ -14,10 +14,11 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from benchmarks.messages.factory import make_batch, make_spec
 from ppomq.core.transport.rollouts import MessageTooLarge, RolloutReceiver, RolloutSender
 from ppomq.proto import SeqTracker, decode, encode
-from tests.core.transport.peers import echo_seq_receiver, ordered_sender, stuck_sender, wait_for
-from tests.proto.factory import make_batch, make_spec
+from tests.core.transport.peers import echo_seq_receiver, ordered_sender, stuck_sender
+from tests.support import wait_until
 
 SPAWN = mp.get_context("spawn")
 
@@ -118,7 +119,7 @@ def test_receiver_returns_zero_copy_frames_and_none_on_timeout(ipc_dir):
         assert frames is not None and all(isinstance(f, zmq.Frame) for f in frames)
         assert decode(frames, spec).arrays["obs"].shape == batch.arrays["obs"].shape
     # Closing the bound socket removes its file (ZeroMQ does it in the background).
-    wait_for(lambda: not os.path.exists(f"{ipc_dir}/r"), 10, "the ipc file to go")
+    wait_until(lambda: not os.path.exists(f"{ipc_dir}/r"), 10, "the ipc file to go")
 
 
 def _events(monitor: zmq.Socket, timeout_s: float, want: int) -> list[int]:
@@ -174,7 +175,7 @@ def test_heartbeats_drop_a_frozen_learner_and_the_sender_reconnects_when_it_retu
             assert not send(300)
             os.kill(proc.pid, signal.SIGCONT)
             stopped = False
-            wait_for(lambda: send(100), 20, "the sender to reconnect")
+            wait_until(lambda: send(100), 20, "the sender to reconnect")
             last = seq - 1
             drain(5_000)
             assert got[-1] == last

@@ -8,15 +8,15 @@ A preset (`--preset mujoco`) is a TOML file of published hyper-parameters shippe
 ppomq/presets/, each value citing its source; anything set another way overrides it.
 """
 
-# One job a module: _base (the prefix, the base group, the SECRET marker), presets (the TOML
-# files in ppomq/presets/), groups (the settings models), layering (flags, env, config file,
-# preset -> load_settings), redaction (what may be written down), docs (docs/SETTINGS.md,
-# `python -m ppomq.core.settings`). This package re-exports their names.
+# One job a module: _base (the prefix, the base group), presets (the TOML files in
+# ppomq/presets/), groups (the settings models), layering (flags, env, config file, preset ->
+# load_settings), secrets (secret settings, and what of them may be written down), docs
+# (docs/SETTINGS.md, `python -m ppomq.core.settings`). This package re-exports their names.
 
 # ruff: noqa: F401 (re-exports; __all__ is the star-import list it always was)
 from __future__ import annotations
 
-from ppomq.core.settings._base import ENV_PREFIX, SECRET, SettingsGroup
+from ppomq.core.settings._base import ENV_PREFIX, SettingsGroup
 from ppomq.core.settings.docs import settings_table
 from ppomq.core.settings.groups import (
     ActorLoopSettings,
@@ -45,10 +45,13 @@ from ppomq.core.settings.layering import (
     settings_env,
 )
 from ppomq.core.settings.presets import preset_names, preset_summary, preset_text, read_preset
-from ppomq.core.settings.redaction import (
-    is_secret,
-    redact_settings,
-    redact_value,
+from ppomq.core.settings.secrets import (
+    REDACTED,
+    SecretUrl,
+    is_secret_field,
+    plain,
+    redact_text,
+    redact_url,
     settings_snapshot,
 )
 
@@ -63,14 +66,15 @@ __all__ = [
     "WeightStoreSettings",
     "WeightserverSettings",
     "add_settings_arguments",
-    "is_secret",
+    "is_secret_field",
     "load_settings",
+    "plain",
     "preset_names",
     "preset_summary",
     "preset_text",
     "read_preset",
-    "redact_settings",
-    "redact_value",
+    "redact_text",
+    "redact_url",
     "settings_env",
     "settings_snapshot",
 ]

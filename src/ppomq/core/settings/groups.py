@@ -7,8 +7,9 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ppomq.core.settings._base import SECRET, SettingsGroup
+from ppomq.core.settings._base import SettingsGroup
 from ppomq.core.settings.presets import preset_names, unknown_preset
+from ppomq.core.settings.secrets import SecretUrl
 
 
 class PresetSettings(SettingsGroup):
@@ -43,16 +44,21 @@ class CommonSettings(SettingsGroup):
         "INFO", description="Log verbosity."
     )
     log_json: bool = Field(False, description="Log one JSON object per line.")
+    events_file: str = Field(
+        "",
+        description="Append this process's events (JSON lines, docs/events.md) to this file; "
+        "empty: none. `ppomq train` writes RUN_DIR/events.jsonl when empty, and points its "
+        "children at the file it writes.",
+    )
     metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus /metrics port; 0 turns it off."
     )
 
 
 class RedisSettings(SettingsGroup):
-    redis_url: str = Field(
-        "redis://127.0.0.1:6379/0",
+    redis_url: SecretUrl = Field(
+        SecretUrl("redis://127.0.0.1:6379/0"),
         description="Redis URL (redis://[user:password@]host:port/db).",
-        json_schema_extra=SECRET,
     )
 
 
@@ -321,7 +327,7 @@ class LearnerSettings(
     queue_batches: int = Field(
         4, ge=1, description="Decoded batches buffered between receiving and training."
     )
-    # Per-actor state is bounded (issue 17): forged or churning actor ids cannot grow it.
+    # Per-actor state is bounded: forged or churning actor ids cannot grow it.
     forget_actor_after_s: float = Field(
         600.0,
         gt=0,
@@ -425,10 +431,8 @@ class ActorSettings(
 class TrainSettings(LearnerSettings, ActorLoopSettings):
     """`ppomq train`: every learner and actor setting, plus how to run them locally."""
 
-    redis_url: str | None = Field(  # type: ignore[assignment]
-        None,
-        description="Use this Redis instead of starting an embedded redis-server.",
-        json_schema_extra=SECRET,
+    redis_url: SecretUrl | None = Field(  # type: ignore[assignment]
+        None, description="Use this Redis instead of starting an embedded redis-server."
     )
     # Empty by default: a local run must not take a fixed, all-interfaces port (two runs
     # would collide); a value the user gives is used as given.

@@ -14,7 +14,7 @@ from pydantic_settings import BaseSettings, CliSettingsSource
 from ppomq.core.errors import UsageError
 from ppomq.core.settings._base import ENV_PREFIX, SettingsGroup
 from ppomq.core.settings.presets import read_preset
-from ppomq.core.settings.redaction import redact_value
+from ppomq.core.settings.secrets import REDACTED, is_secret_field, plain, shown
 
 S = TypeVar("S", bound=BaseSettings)
 
@@ -92,9 +92,14 @@ def format_validation_error(exc: ValidationError) -> str:
     if not loc:
         return f"settings: {msg}"
     value = err.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {redact_value(loc, value)!r})"
+    if isinstance(value, dict):
+        got = ""
+    elif is_secret_field(loc, SettingsGroup):
+        got = f" (got {REDACTED!r})"
+    else:
+        got = f" (got {shown(value)!r})"
     flag = "--" + loc.replace("_", "-")
-    return f"setting {loc} ({flag} / {ENV_PREFIX}{loc.upper()}): {msg}{shown}"
+    return f"setting {loc} ({flag} / {ENV_PREFIX}{loc.upper()}): {msg}{got}"
 
 
 def load_settings(
@@ -135,6 +140,7 @@ def settings_env(settings: BaseSettings) -> dict[str, str]:
     """The `PPOMQ_*` variables that reproduce `settings` in a child process."""
     out = {}
     for name, value in settings.model_dump().items():
+        value = plain(value)  # a child gets the secret itself
         if value is None:
             continue  # every optional field defaults to None: unset means the same
         if isinstance(value, bool):

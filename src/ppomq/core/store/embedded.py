@@ -207,11 +207,11 @@ class EmbeddedRedis(RedisProcess):
     def close(self) -> None:
         if self.persist:
             # Redis's own shutdown: the append-only file flushed and fsynced before it
-            # exits (SHUTDOWN: at once, ~1 ms, where SIGTERM waits up to 100 ms).
+            # exits (SHUTDOWN acts at once, where SIGTERM waits for Redis's next tick).
             self.stop()
             return
         # SIGKILL: persistence is off and the directory goes next, so Redis's own shutdown
-        # has nothing to save, and SIGTERM would cost up to 100 ms (Redis acts on it in its
-        # next serverCron tick, 10 per second) at the end of every `ppomq train`.
+        # has nothing to save, and SIGTERM would wait for Redis's next serverCron tick (it
+        # runs 10 times a second) at the end of every `ppomq train`.
         self.stop(kill=True)
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 import redis
 
 from ppomq.core.errors import NotFoundError, UsageError, UserError
-from ppomq.core.store.connect import REDACTED, make_redis, redact_url
+from ppomq.core.settings.secrets import REDACTED, redact_url
+from ppomq.core.store.connect import make_redis
 from ppomq.core.store.embedded import (
     LOAD_TIMEOUT_S,
     RedisProcess,

@@ -8,10 +8,10 @@
 
 Integrity is checked once, at the weightserver: it recomputes each version's sha256
 before serving it and never serves one that fails. Clients therefore skip the sha256 by
-default (`verify=False`; sizes and the header are always checked): on a 2-core machine
-with 16 actors, 16 redundant sha256 passes over a 6.4 MiB CNN cost ~45 ms at p50 and
-~130 ms at p99 of publish-to-actor latency (benchmarks/results/weights.md). Pass
-`verify=True` to check again on the actor.
+default (`verify=False`; sizes and the header are always checked): with many actors on
+few cores, each actor's redundant sha256 pass over a CNN's weights adds to every
+publish-to-actor latency (benchmarks/results/weights.md). Pass `verify=True` to check
+again on the actor.
 
 A DEALER socket (not REQ) so that a lost reply never wedges the socket; after a timeout
 the socket is closed and recreated anyway ("lazy pirate"), so no stale request stays

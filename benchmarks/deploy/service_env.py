@@ -1,7 +1,7 @@
 """Each ppomq service's environment exactly as a deployment file gives it.
 
 - compose: docker-compose.yml's `environment:` of the service, interpolated as Compose
-  does (tests/deploy/composefile.py, checked against the real `docker-compose config`),
+  does (benchmarks/deploy/composefile.py, checked against the real `docker-compose config`),
   from the variables a user would put in `.env`;
 - k8s: the rendered overlay (`kubectl kustomize k8s/overlays/NAME`): the ConfigMaps of the
   container's `envFrom`, in order, then its `env:` items, with `valueFrom.secretKeyRef`
@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from .composefile import REPO, resolve_compose, tool
+from benchmarks.deploy.composefile import REPO, resolve_compose, tool
 
 PPOMQ_SERVICES = ("weightserver", "learner", "actor")
 SOURCES = ("compose", "k8s")

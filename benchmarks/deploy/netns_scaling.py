@@ -1,7 +1,7 @@
 """N actor hosts against one learner, each service on its own network host, with exactly
 the environment of docker-compose.yml or of the rendered k8s overlay (service_env.py).
 
-Hosts are network namespaces (test_multihost.Lab): `redis`, `weightserver`, `learner` and
+Hosts are network namespaces (benchmarks.deploy.netns.Lab): `redis`, `weightserver`, `learner` and
 `actor-1` … `actor-N`, each with its own address; /etc/netns/HOST/hosts maps the service
 names as Compose's DNS and Kubernetes' Services would (`redis`, `weightserver`,
 `learner`), so no address in any env is changed. What a run here changes, and nothing
@@ -30,18 +30,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.envs import SLEEP_ENV_SPEC, STEP_S_VAR
-
-from .composefile import REPO
-from .service_env import OVERRIDABLE, PPOMQ_SERVICES, diff_env, services_from
-from .test_multihost import (
+from benchmarks.deploy.composefile import REPO
+from benchmarks.deploy.netns import (
     STOPPED_BY_SIGTERM,
     Host,
     Lab,
-    _start_order,
-    _wait_healthy,
-    _why_not_netns,
+    start_order,
+    wait_healthy,
+    why_not_netns,
 )
+from benchmarks.deploy.service_env import OVERRIDABLE, PPOMQ_SERVICES, diff_env, services_from
+from benchmarks.envs import SLEEP_ENV_SPEC, STEP_S_VAR
 
 STEP_S = 0.002  # SleepEnv's step: 2 ms, almost no CPU
 # Service -> the env names a run here may change in it.
@@ -58,7 +57,7 @@ def overrides(mode: str) -> dict[str, str]:
 
 
 def why_not() -> str | None:
-    return _why_not_netns()
+    return why_not_netns()
 
 
 class ScaledTopology:
@@ -93,15 +92,15 @@ class ScaledTopology:
 
     def start(self) -> None:
         healthy: set[str] = set()
-        for service in _start_order(self.services):
+        for service in start_order(self.services):
             for dep, cond in self.services[service].get("depends_on", {}).items():
                 if cond["condition"] == "service_completed_successfully":
-                    continue  # the keys job: run to its end already (_start_order)
+                    continue  # the keys job: run to its end already (start_order)
                 # Healthy, even where the file says started: the window measured starts
                 # with every actor up, not with their start-up races.
                 for name, svc in self.host_service.items():
                     if svc == dep and name not in healthy:
-                        _wait_healthy(self.lab, self.hosts[name], timeout_s=120)
+                        wait_healthy(self.lab, self.hosts[name], timeout_s=120)
                         healthy.add(name)
             for name, svc in self.host_service.items():
                 if svc != service:

@@ -1,4 +1,5 @@
-"""A real Docker engine for the compose tests, and `docker compose` on the project's file.
+"""A real Docker engine for the compose tests and benchmarks, and `docker compose` on the
+project's file.
 
 Where `docker info` already answers (a developer's machine, a CI runner with Docker), the
 project's docker-compose.yml runs exactly as a user runs it. Elsewhere the workplace's
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from .composefile import COMPOSE_FILE, REPO
+from benchmarks.deploy.composefile import COMPOSE_FILE, REPO
 
 # Where the engine tool may be: $PPOMQ_DOCKER_ENGINE_TOOL (its up.sh), else the workplace's
 # shared folder beside the checkout.

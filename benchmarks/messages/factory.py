@@ -1,4 +1,4 @@
-"""Valid rollout batches and specs for tests: discrete, continuous and recurrent."""
+"""Valid rollout batches and specs for tests and benchmarks: discrete, continuous and recurrent."""
 
 from __future__ import annotations
 

@@ -17,10 +17,9 @@ import msgpack
 import numpy as np
 from hypothesis import strategies as st
 
+from benchmarks.messages.factory import make_batch, wire
 from ppomq.proto import Reason, RolloutSpec
 from ppomq.proto.rollout_types import ALLOWED_DTYPES, MAX_HEADER_BYTES, ROLLOUT_MINOR
-
-from .factory import make_batch, wire
 
 
 class Source(Protocol):

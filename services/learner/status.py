@@ -1,0 +1,112 @@
+"""What `ppomq status` reads: the learner's figures and one row per kept actor, in Redis.
+
+Best effort: training never waits on it, and a Redis blip costs one status write."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from ppomq.core.settings import LearnerSettings
+from ppomq.core.store.keys import RunKeys
+from ppomq.learner.admission import Admission
+from ppomq.learner.run_state import RunState
+
+log = logging.getLogger("ppomq.learner")
+
+# The whole actors hash is rewritten this often even when no row moved: a Redis that lost
+# it gets it back.
+FULL_WRITE_EVERY_S = 10.0
+# Status writes happen every second: a failing one is said at most this often.
+WARN_EVERY_S = 10.0
+
+
+class StatusWriter:
+    """Writes the status and the actors hash of one run; remembers what it last wrote."""
+
+    def __init__(self, *, redis: Any, settings: LearnerSettings) -> None:
+        self.redis = redis
+        self.keys = RunKeys(settings.run_id)
+        self.fixed = {
+            "mode": settings.mode,
+            "max_staleness": settings.max_staleness,
+            "max_actors": settings.max_actors,
+            "forget_actor_after_s": settings.forget_actor_after_s,
+        }
+        # Each actor row's change marks as last written, and when the whole hash was.
+        self._rows_written: dict[str, tuple[Any, Any]] = {}
+        self._full_at = float("-inf")
+        self._warned_at = float("-inf")
+
+    def write(self, run: RunState, admission: Admission) -> None:
+        status = {
+            "version": run.version,
+            "env_steps": run.env_steps,
+            "discarded_env_steps": admission.discarded_env_steps,
+            "wall_s": run.wall_s,
+            "sps": run.sps,
+            "mean_return_20": run.recorder.mean_return,
+            "episodes": run.recorder.episodes,
+            "episodes_unverified": run.episodes_unverified,
+            "batches_accepted": admission.gate.accepted,
+            "rejects": admission.rejects(),
+            "live_actors": len(admission.roster.live()),
+            # Totals of every actor ever seen; per actor in the `actors` hash (bounded).
+            "ledger": admission.ledger.totals_view(),
+            "learner_restarts": run.restarts,
+            "updated_at": run.updated_at,  # the last update (or the start)
+            "counts_at": time.time(),  # rejects and the ledger: at most a second old
+            **self.fixed,
+        }
+        try:
+            # One transaction: `ppomq status` never reads the actors between DEL and HSET.
+            pipe = self.redis.pipeline(transaction=True)
+            pipe.set(self.keys.stats, json.dumps(status))
+            full = self._actor_rows(pipe, admission)
+            pipe.execute()
+            if full:
+                self._full_at = time.monotonic()
+        except Exception as exc:  # Redis blips must not stop training
+            self._rows_written = {}  # the next write is a whole one
+            if time.monotonic() - self._warned_at > WARN_EVERY_S:
+                self._warned_at = time.monotonic()
+                log.warning("could not write status to Redis: %s", exc)
+
+    def _actor_rows(self, pipe: Any, admission: Admission) -> bool:
+        """Queue the actor rows that changed on `pipe`; True when it rewrites them all.
+
+        Up to --max-actors rows (made-up ids fill them), and a write follows every update,
+        so a row is written again only when its actor's `batches` or its ledger row's
+        `received` moved (what every batch and every ledger note changes)."""
+        rows = admission.ledger.actors
+        written = self._rows_written
+        full = not written or time.monotonic() - self._full_at >= FULL_WRITE_EVERY_S
+        marks: dict[str, tuple[Any, Any]] = {}
+        changed: dict[str, str] = {}
+        for k, v in admission.actors.items():
+            row = rows.get(k)
+            marks[k] = (v["batches"], None if row is None else row["received"])
+            if full or written.get(k) != marks[k]:
+                changed[k] = json.dumps(v if row is None else dict(v, ledger=row))
+        # Actors whose every batch the door refused (stale, future version, surplus): no
+        # batch of theirs was admitted, but their ledger row is worth showing.
+        for k, row in rows.items():
+            if k in marks:
+                continue
+            marks[k] = (None, row["received"])
+            if full or written.get(k) != marks[k]:
+                changed[k] = json.dumps({
+                    "last_seen": row["last_seen"], "policy_version": None,
+                    "batches": row["received"], "env_steps": 0, "ledger": row,
+                })  # fmt: skip
+        gone = [k for k in written if k not in marks]
+        if full:
+            pipe.delete(self.keys.actors)
+        elif gone:
+            pipe.hdel(self.keys.actors, *gone)
+        if changed:
+            pipe.hset(self.keys.actors, mapping=changed)
+        self._rows_written = marks
+        return full
