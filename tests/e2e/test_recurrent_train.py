@@ -5,11 +5,12 @@ batch, the learner trains on whole sequences, and eval replays the policy with i
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 
 import pytest
 import torch
+
+from ppomq.core.events import EVENTS_FILE, read_events
 
 from .cli import PPOMQ, SMALL
 from .cli import clean_env as _env
@@ -34,12 +35,15 @@ def test_an_lstm_policy_trains_through_the_services_and_evaluates(tmp_path, targ
     # as malformed (async may still refuse a stale one).
     assert set(summary["batches_rejected"]) <= {"stale"}, summary["batches_rejected"]
     assert summary["batches_accepted"] >= 5
-    # Each actor says where its time went, stepping the recurrent policy most of all.
-    for i in range(2):
-        said = (run_dir / "logs" / f"actor-{i}.log").read_text()
-        split = re.search(r"time: sample ([0-9.]+)%, weights ([0-9.]+)%, send ([0-9.]+)%", said)
-        assert split is not None, said[-500:]
-        assert sum(map(float, split.groups())) == pytest.approx(100.0, abs=0.2)
+    # Each actor says where its time went (its actor.stop event), having stepped the
+    # recurrent policy.
+    stops = {
+        e["source"]: e for e in read_events(run_dir / EVENTS_FILE) if e["event"] == "actor.stop"
+    }
+    assert set(stops) == {"actor-0", "actor-1"}
+    for stop in stops.values():
+        assert set(stop["seconds"]) == {"sample", "weights", "send"}
+        assert stop["seconds"]["sample"] > 0 and stop["batches"] >= 1
     weights = torch.load(run_dir / "final_weights.pt", weights_only=True)
     model = weights["metadata"]["model"]
     assert model["arch"] == "lstm" and model["encoder"] == "mlp" and model["lstm_size"] == 16
