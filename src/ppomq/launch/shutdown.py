@@ -115,6 +115,7 @@ class Shutdown:
         if timeline is not None:
             timeline.finish(self.run_dir)
             timeline.events.close()
+        self.run_lock.release()  # everything that writes the run dir has stopped
         # At exit Python's last garbage collections walk every object this process holds
         # (pydantic, gymnasium, numpy, redis...): a good share of `ppomq train`'s time from
         # the last update to the prompt. Frozen, they are skipped. At exit only, so a Launcher

@@ -14,6 +14,7 @@ from redis.backoff import ExponentialBackoff
 from ppomq.core.envs import spaces_of
 from ppomq.core.errors import RedisUnavailableError, StorageFullError, UsageError, UserError
 from ppomq.core.events import EVENTS_FILE, EventWriter
+from ppomq.core.run_lock import RunDirLock
 from ppomq.core.rundir import FINISHED_FILE, REDIS_DIR, write_json_atomic
 from ppomq.core.settings import (
     ActorSettings,
@@ -32,7 +33,7 @@ from ppomq.launch.child import Child
 from ppomq.launch.dataplane import run_keys
 from ppomq.launch.messages import error_line, exit_text, first_line, last_error_line, note
 from ppomq.launch.shutdown import Shutdown
-from ppomq.launch.wiring import child_env, connect_addr, default_run_dir, port_of, subset
+from ppomq.launch.wiring import child_env, connect_addr, new_run_dir, port_of, subset
 
 # Restarting crashed children: after 0.5 s, doubling to 30 s (redis-py's arithmetic), back
 # to 0.5 s once a child has run HEALTHY_S; CRASH_LIMIT crashes within CRASH_WINDOW_S means
@@ -58,14 +59,19 @@ class Launcher(Shutdown):
         # dependency (MuJoCo), observations ppomq cannot train on.
         spaces_of(settings.env_id)
         if not settings.run_dir:
-            settings = settings.model_copy(update={"run_dir": default_run_dir(settings.run_id)})
+            run_dir = new_run_dir(settings.run_id, settings.env_id)
+            settings = settings.model_copy(update={"run_dir": str(run_dir)})
         if not settings.events_file:  # the run's one event stream, every child's included
             events_file = str(Path(settings.run_dir) / EVENTS_FILE)
             settings = settings.model_copy(update={"events_file": events_file})
         self.s = settings
         self.run_dir = Path(settings.run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        # This run's alone until it stops (released in stop(), or with the process).
+        self.run_lock = RunDirLock(self.run_dir, holder="ppomq train")
         if not settings.resume and (self.run_dir / FINISHED_FILE).exists():
             # The learner would move the finished run's dir aside, with our logs in it.
+            self.run_lock.release()
             raise UsageError(
                 f"{self.run_dir} holds a finished run; leave --run-dir out for a new run, "
                 "or drop --no-resume to go on with it"

@@ -3,11 +3,17 @@ addresses to connect to, and the run dir's default name."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 from ppomq.core.settings import TrainSettings, settings_env
+
+# The run id a run has when none is given: its run dir is then named for its env instead.
+DEFAULT_RUN_ID = TrainSettings.model_fields["run_id"].default
 
 
 def subset(settings: TrainSettings, cls: type, **overrides: Any) -> Any:
@@ -42,5 +48,22 @@ def port_of(bind: str) -> int | None:
     return int(port) if bind.startswith("tcp://") and port.isdigit() else None
 
 
-def default_run_dir(run_id: str) -> str:
-    return f"runs/{run_id}-{time.strftime('%Y%m%d-%H%M%S')}"
+def new_run_dir(run_id: str, env_id: str, root: Path = Path("runs")) -> Path:
+    """A run dir of its own, created here: named for the env (or the run id, when one was
+    given) and the second it started; runs started in the same second get -2, -3, ..."""
+    name = _slug(env_id) if run_id == DEFAULT_RUN_ID else _slug(run_id)
+    stem = f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    root.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = root / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            path.mkdir()  # exclusive: exactly one caller creates it
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
+
+
+def _slug(text: str) -> str:
+    """`ALE/Pong-v5` -> `ale-pong-v5`: a file name that says what it is."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-.") or "run"

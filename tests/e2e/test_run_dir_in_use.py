@@ -1,0 +1,45 @@
+"""Two `ppomq train` in one run dir: the second is refused in one line naming the first's
+pid, and the first trains on undisturbed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.support.waiting import wait_until
+
+from .cli import PPOMQ, SMALL
+from .cli import clean_env as _env
+
+
+def test_a_second_train_in_a_run_dir_in_use_exits_2_naming_the_pid(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    first = subprocess.Popen(
+        [*PPOMQ, "train", "--actors", "1", "--total-steps", "0", "--duration-s", "120",
+         "--run-dir", str(run_dir), *SMALL],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: (run_dir / "progress.csv").exists(), 120, "the first run training",
+                   check=lambda: first.poll() is None or _fail(first))  # fmt: skip
+        second = subprocess.run(
+            [*PPOMQ, "train", "--actors", "1", "--run-dir", str(run_dir), *SMALL],
+            capture_output=True, text=True, timeout=120, env=_env(),
+        )  # fmt: skip
+        assert second.returncode == 2, second.stdout + second.stderr
+        lines = [line for line in second.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and f"in use by another run (pid {first.pid}" in lines[0], lines
+        assert first.poll() is None  # undisturbed
+    finally:
+        first.send_signal(signal.SIGINT)
+        out, _ = first.communicate(timeout=120)
+    assert first.returncode == 130, out  # stopped by Ctrl-C, summary written
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["total_env_steps"] > 0
+
+
+def _fail(proc: subprocess.Popen) -> bool:
+    raise AssertionError(f"the first run exited {proc.returncode}")

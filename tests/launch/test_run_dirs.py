@@ -1,0 +1,54 @@
+"""Run dirs: each run gets one of its own, named for what it trains, and a run dir in use
+is refused rather than shared (two runs in one dir corrupt each other's records)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ppomq.core.errors import UsageError
+from ppomq.core.run_lock import RunDirLock
+from ppomq.launch.wiring import new_run_dir
+
+
+def test_runs_started_in_the_same_second_get_run_dirs_of_their_own(tmp_path: Path) -> None:
+    made = [new_run_dir("default", "CartPole-v1", root=tmp_path) for _ in range(3)]
+    assert len(set(made)) == 3 and all(p.is_dir() for p in made)
+    assert made[1].name.startswith(made[0].name)  # the same second: -2, -3 on the first
+
+
+def test_a_run_dir_is_named_for_its_env_or_the_run_id_given(tmp_path: Path) -> None:
+    assert new_run_dir("default", "ALE/Pong-v5", root=tmp_path).name.startswith("ale-pong-v5-")
+    assert new_run_dir("seed3", "CartPole-v1", root=tmp_path).name.startswith("seed3-")
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from ppomq.core.run_lock import RunDirLock
+lock = RunDirLock(Path(sys.argv[1]), holder="test")
+print("held", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
+def test_a_run_dir_in_use_is_refused_in_one_line_naming_the_pid(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(UsageError) as refused:
+            RunDirLock(tmp_path, holder="second")
+        text = str(refused.value)
+        assert f"pid {holder.pid}" in text and "--run-dir" in text and "\n" not in text
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    # The holder is gone, and its lock with it: no stale lock to clean up by hand.
+    RunDirLock(tmp_path, holder="third").release()
