@@ -76,15 +76,23 @@ def progress_line(st: dict[str, Any], elapsed_s: float) -> str:
 
 
 def summary_text(s: dict[str, Any], run_dir: Path) -> str:
-    solved = s.get("solved_at_env_steps")
+    """The closing lines of `ppomq train`; a figure the run does not have is said in words,
+    never printed as None."""
+    solved, threshold = s.get("solved_at_env_steps"), s.get("solve_threshold")
+    if threshold is None:
+        solved_text = "no threshold (the env has none; --target-return sets one)"
+    elif solved is None:
+        solved_text = f"not solved  (threshold {threshold:g})"
+    else:
+        solved_text = f"{solved:,} env steps  (threshold {threshold:g})"
     ev = s.get("final_eval_return")
+    ev_text = "not run" if ev is None else f"{ev:.1f}"
     return "\n".join(
         [
             f"done: {s['total_env_steps']:,} env steps in {s['wall_seconds']:.1f} s "
             f"({s['sps']:,.0f} SPS), {s['versions']} versions",
-            f"  solved at: {f'{solved:,} env steps' if solved is not None else 'not solved'}"
-            f"  (threshold {s.get('solve_threshold')})",
-            f"  final eval return: {ev if ev is None else round(ev, 1)}  "
+            f"  solved at: {solved_text}",
+            f"  final eval return: {ev_text}  "
             f"batches accepted {s['batches_accepted']}, rejected {s['batches_rejected']}",
             f"  run dir: {run_dir}",
         ]
