@@ -3,6 +3,7 @@ is refused rather than shared (two runs in one dir corrupt each other's records)
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -52,3 +53,19 @@ def test_a_run_dir_in_use_is_refused_in_one_line_naming_the_pid(tmp_path: Path) 
         holder.wait(timeout=30)
     # The holder is gone, and its lock with it: no stale lock to clean up by hand.
     RunDirLock(tmp_path, holder="third").release()
+
+
+def test_another_env_in_a_run_dir_is_refused_in_one_line_and_changes_nothing(tmp_path: Path):
+    from ppomq.core.settings import TrainSettings, load_settings
+    from ppomq.launch.supervisor import Launcher
+
+    (tmp_path / "settings.json").write_text(json.dumps({"env_id": "CartPole-v1"}))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    settings = load_settings(TrainSettings, {"env_id": "Pendulum-v1", "run_dir": str(tmp_path)})
+    with pytest.raises(UsageError) as refused:
+        Launcher(settings)
+    text = str(refused.value)
+    assert "holds a run of CartPole-v1, not Pendulum-v1" in text and "\n" not in text
+    assert "--env-id CartPole-v1" in text
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".lock") == before
+    RunDirLock(tmp_path, holder="after").release()  # the refused launch let go of it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing.connection
 import time
@@ -51,6 +52,16 @@ DEADLINE_GRACE_S = 20.0
 SUPERVISE_TICK_S = 0.25
 
 
+def earlier_env_id(run_dir: Path) -> str | None:
+    """The env of the run an earlier launch (or learner) left in `run_dir`, if any."""
+    for name in ("settings.json", "learner_settings.json"):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            env_id = json.loads((run_dir / name).read_text()).get("env_id")
+            if isinstance(env_id, str):
+                return env_id
+    return None
+
+
 class Launcher(Shutdown):
     """Owns every child process of a local run."""
 
@@ -69,6 +80,13 @@ class Launcher(Shutdown):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # This run's alone until it stops (released in stop(), or with the process).
         self.run_lock = RunDirLock(self.run_dir, holder="ppomq train")
+        earlier = earlier_env_id(self.run_dir)
+        if earlier is not None and earlier != settings.env_id:
+            self.run_lock.release()
+            raise UsageError(
+                f"{self.run_dir} holds a run of {earlier}, not {settings.env_id}: pass "
+                f"--env-id {earlier} to go on with it, or another --run-dir for a new run"
+            )
         if not settings.resume and (self.run_dir / FINISHED_FILE).exists():
             # The learner would move the finished run's dir aside, with our logs in it.
             self.run_lock.release()
