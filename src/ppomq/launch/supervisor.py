@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing.connection
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,8 @@ class Launcher(Shutdown):
         # Fail in one line before starting anything: an unknown env, a missing optional
         # dependency (MuJoCo), observations ppomq cannot train on.
         spaces_of(settings.env_id)
-        if not settings.run_dir:
+        made = not settings.run_dir
+        if made:
             run_dir = new_run_dir(settings.run_id, settings.env_id)
             settings = settings.model_copy(update={"run_dir": str(run_dir)})
         if not settings.events_file:  # the run's one event stream, every child's included
@@ -77,6 +79,9 @@ class Launcher(Shutdown):
             settings = settings.model_copy(update={"events_file": events_file})
         self.s = settings
         self.run_dir = Path(settings.run_dir)
+        # Made here (a new run dir, or a --run-dir that did not exist): a start that fails
+        # before anything trains removes it again (discard_if_unused).
+        self.made_run_dir = made or not self.run_dir.exists()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # This run's alone until it stops (released in stop(), or with the process).
         self.run_lock = RunDirLock(self.run_dir, holder="ppomq train")
@@ -112,6 +117,18 @@ class Launcher(Shutdown):
         self._health_client: redis.Redis | None = None
         self._steps_reached_at: float | None = None
         self._learner_down_s = 0.0  # learner restarts push the --duration-s deadline back
+
+    def discard_if_unused(self) -> None:
+        """After a failed start: remove the run dir this launch made if no service was
+        started and nothing recorded there (its logs would hold nothing to read)."""
+        self.run_lock.release()
+        recorded = ("episodes.csv", "progress.csv", "summary.json", "checkpoints")
+        if (
+            self.made_run_dir
+            and not self.children
+            and not any((self.run_dir / name).exists() for name in recorded)
+        ):
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def start(self) -> None:
         s = self.s

@@ -34,6 +34,14 @@ def run_train(settings: TrainSettings) -> int:
     failure's own (1 crashes, 2 usage, 4 Redis)."""
     data_plane = describe_data_plane(settings)  # one-line error before anything starts
     launcher = Launcher(settings)
+    try:
+        return _run(launcher, settings, data_plane)
+    except UserError:
+        launcher.discard_if_unused()  # a failed start leaves no run dir behind
+        raise
+
+
+def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
     print(
         f"ppomq train: {settings.env_id}, {settings.mode} mode, {settings.actors} actor(s); "
         f"run dir {launcher.run_dir}; {data_plane}",

@@ -1,10 +1,12 @@
-"""Two `ppomq train` in one run dir: the second is refused in one line naming the first's
-pid, and the first trains on undisturbed."""
+"""A run dir's life with `ppomq train`: two runs never share one (the second is refused in
+one line naming the first's pid, and the first trains on undisturbed), and a start that
+fails leaves none behind."""
 
 from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -43,3 +45,16 @@ def test_a_second_train_in_a_run_dir_in_use_exits_2_naming_the_pid(tmp_path: Pat
 
 def _fail(proc: subprocess.Popen) -> bool:
     raise AssertionError(f"the first run exited {proc.returncode}")
+
+
+def test_a_start_that_fails_leaves_no_run_dir_behind(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on: Redis is not there
+        s.bind(("127.0.0.1", 0))
+        url = f"redis://127.0.0.1:{s.getsockname()[1]}/0"
+    out = subprocess.run(
+        [*PPOMQ, "train", "--redis-url", url, *SMALL],
+        capture_output=True, text=True, timeout=120, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 4, out.stdout + out.stderr
+    assert "Redis" in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert not any((tmp_path / "runs").iterdir())  # the run dir it named is gone
