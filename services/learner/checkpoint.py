@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ppomq.core.rundir import write_bytes_atomic
+from ppomq.core.rundir import CHECKPOINT_FILE, write_bytes_atomic
 from ppomq.proto import pack_weights
 
-CKPT_NAME = "checkpoints/ckpt.pt"
+CKPT_NAME = CHECKPOINT_FILE
 PREVIOUS_NAME = "checkpoints/ckpt.prev.pt"
 MAGIC = b"ppomq.checkpoint/2\n"
 # Checkpoints written before the checksummed layout: torch's own zip format.

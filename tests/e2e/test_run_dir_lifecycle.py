@@ -5,6 +5,7 @@ fails leaves none behind."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import subprocess
@@ -41,6 +42,18 @@ def test_a_second_train_in_a_run_dir_in_use_exits_2_naming_the_pid(tmp_path: Pat
     assert first.returncode == 130, out  # stopped by Ctrl-C, summary written
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["total_env_steps"] > 0
+    # Started again, it says on the console that it goes on with that run, and from where.
+    again = subprocess.run(
+        [*PPOMQ, "train", "--actors", "1", "--total-steps", str(summary["total_env_steps"] + 512),
+         "--run-dir", str(run_dir), *SMALL],
+        capture_output=True, text=True, timeout=300, env=_env(),
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    said = again.stdout.splitlines()[1]
+    assert said.startswith(f"resuming the run in {run_dir} from version "), again.stdout
+    # Its last update's env steps: at most the summary's (batches may arrive after it).
+    steps = int(re.search(r"\(([0-9,]+) env steps\)", said).group(1).replace(",", ""))
+    assert 0 < steps <= summary["total_env_steps"]
 
 
 def _fail(proc: subprocess.Popen) -> bool:

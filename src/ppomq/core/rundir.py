@@ -33,6 +33,8 @@ log = logging.getLogger("ppomq")
 SOLVE_WINDOW = 20  # "mean of the last 20 episodes", the CartPole-v1 convention
 # Written by the learner when its run ends normally (the same JSON as Redis `finished`).
 FINISHED_FILE = "finished.json"
+# The learner's resume state (ppomq.learner.checkpoint writes and verifies it).
+CHECKPOINT_FILE = "checkpoints/ckpt.pt"
 # Where the embedded Redis of `ppomq train` keeps its data, under the run dir; settings.json
 # records it as `redis_data_dir` (null for a run on an external Redis, absent in run dirs
 # from before it was kept: their versions went with their Redis).

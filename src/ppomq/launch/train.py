@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 from pathlib import Path
 
 from ppomq.core.errors import UserError
-from ppomq.core.rundir import FINISHED_FILE
+from ppomq.core.rundir import CHECKPOINT_FILE, FINISHED_FILE
 from ppomq.core.settings import TrainSettings
 from ppomq.launch.dataplane import describe_data_plane
 from ppomq.launch.messages import note
@@ -26,6 +27,20 @@ def _end_already_reached(settings: TrainSettings, run_dir: Path) -> dict | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no readable summary: the learner decides
     return summary if reached else None
+
+
+def resume_line(run_dir: Path) -> str | None:
+    """What the console says when the run dir holds a run to go on with (a checkpoint):
+    from which version and env steps, as its last progress row says."""
+    if not (run_dir / CHECKPOINT_FILE).exists():
+        return None
+    try:
+        with open(run_dir / "progress.csv", newline="") as fh:
+            last = list(csv.DictReader(fh))[-1]
+        where = f" from version {int(last['version'])} ({int(last['env_steps']):,} env steps)"
+    except (OSError, ValueError, KeyError, IndexError):
+        where = ""  # no rows yet: the checkpoint alone says where
+    return f"resuming the run in {run_dir}{where}; pass another --run-dir for a new run"
 
 
 def run_train(settings: TrainSettings) -> int:
@@ -57,6 +72,9 @@ def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
         )
         print(summary_text(done, launcher.run_dir), flush=True)
         return 0
+    resuming = resume_line(launcher.run_dir)
+    if resuming is not None:
+        print(resuming, flush=True)
     interrupted = False
     code = 1
     progress: Progress | None = None
