@@ -11,7 +11,8 @@ time went (`learner_time_s`: waiting for data, SGD, publishing): a learner that 
 is the bottleneck, one that waits much is starved by its actors. Runs are interleaved, the
 actor counts' order rotating each repeat; the figure is the median over repeats.
 
-Writes benchmarks/results/atari_system.{json,md}.
+Writes benchmarks/results/atari_system.{json,md}; with `--torch-threads N` above 1,
+atari_system_threadsN.{json,md}, so that the 1-thread and N-thread results sit side by side.
 """
 
 from __future__ import annotations
@@ -110,6 +111,11 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def result_stem(torch_threads: int) -> str:
+    """The results' file name: one per thread count, so that both stay current side by side."""
+    return "atari_system" + (f"_threads{torch_threads}" if torch_threads != 1 else "")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--actors", default="1,2,4")
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         "runs": [r for runs in by_count.values() for r in runs],
     }
     doc["rows"] = summarise(doc["runs"])
-    print(harness.write_results(args.out, "atari_system", doc, markdown(doc)))
+    print(harness.write_results(args.out, result_stem(args.torch_threads), doc, markdown(doc)))
 
 
 if __name__ == "__main__":

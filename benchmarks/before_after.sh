@@ -4,10 +4,13 @@
 # names) and this checkout runs its own.
 #   bash benchmarks/before_after.sh REV ROUNDS learner-update
 #       benchmarks.learner_update, one round each; writes
-#       benchmarks/results/learner_update_before_after.{md,json}
+#       OUT/learner_update_before_after.{md,json}
 #   bash benchmarks/before_after.sh REV ROUNDS train ARGS...
 #       `ppomq train ARGS` timed from command to exit (what a user waits for); writes
-#       benchmarks/results/train_before_after.{md,json}
+#       OUT/train_before_after.{md,json}
+# OUT is $BEFORE_AFTER_OUT, by default /tmp/ppomq-before-after: a comparison with an older
+# revision is evidence for a change, not a current figure, so it stays out of
+# benchmarks/results/ (which holds each benchmark's current result, indexed in its README).
 set -euo pipefail
 usage="usage: $0 REV ROUNDS learner-update | train ARGS..."
 rev=${1:?$usage}
@@ -16,6 +19,8 @@ what=${3:?$usage}
 shift 3
 root=$(git rev-parse --show-toplevel)
 py=$root/.venv/bin/python
+results=${BEFORE_AFTER_OUT:-/tmp/ppomq-before-after}
+mkdir -p "$results"
 work=$(mktemp -d)
 git -C "$root" worktree add -q --detach "$work/tree" "$rev"
 trap 'git -C "$root" worktree remove --force "$work/tree"; rm -rf "$work"' EXIT
@@ -39,7 +44,7 @@ if [ "$what" = train ]; then
       echo "$side $r $(echo "$(date +%s.%N) - $start" | bc)" | tee -a "$out/times"
     done
   done
-  "$py" - "$out/times" "$rev" "$root/benchmarks/results" "$*" <<'PY'
+  "$py" - "$out/times" "$rev" "$results" "$*" <<'PY'
 import json, statistics, sys
 from pathlib import Path
 rows = [line.split() for line in Path(sys.argv[1]).read_text().splitlines()]
@@ -64,7 +69,7 @@ for r in $(seq 1 "$rounds"); do
     --out "$out/after-$r" > /dev/null)
   echo "round $r done"
 done
-"$py" - "$out" "$rev" "$root/benchmarks/results" <<'PY'
+"$py" - "$out" "$rev" "$results" <<'PY'
 import json, statistics, sys
 from pathlib import Path
 out, rev, results = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])

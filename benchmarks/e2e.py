@@ -24,7 +24,7 @@ of `--target` (475) over the last 20 episodes or at its step cap (100k for ppomq
 Writes e2e.json, e2e.md and e2e.png (return against wall time from the command's start,
 one seed of each) to --out. Medians with min–max; ratios are ppomq over SB3 (the named
 baseline). Where ppomq's first env step and solve time come from: the run's events
-(docs/events.md: the earliest `actor.first_step`), and the learner's summary.json carries
+(docs/concepts/events.md: the earliest `actor.first_step`), and the learner's summary.json carries
 `started_unix` so that `solved_at_wall_s` (learner clock) converts to Unix time.
 """
 

@@ -139,7 +139,7 @@ DEFAULT_ATARI_PPOMQ_CMD = (
 # CleanRL's published ppo_continuous_action returns at 1M steps on the -v4 tasks
 # quotes them (docs.cleanrl.dev, ppo_continuous_action.py): the learning mode's bar.
 CLEANRL_PUBLISHED_1M = {"HalfCheetah": 1440.0, "Hopper": 2380.0, "Walker2d": 2290.0}
-GOAL_RATIO = 0.5  # issues 13 and 18: ppomq at most half a peer's wall time
+GOAL_RATIO = 0.5  # the goal checked against each peer: ppomq at most half its wall time
 MEAN_WINDOW = 20
 CURVE_POINTS = 500  # per run in the JSON: enough for a plot, small enough to commit
 KEY_FIELDS = ("mode", "task", "contender", "seed", "total_steps")

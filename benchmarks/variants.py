@@ -149,7 +149,7 @@ def _update_samples(task: str) -> int:
 
 def actor_sample_share(run_dir: Path) -> float | None:
     """Mean over the actors of the share of main-loop time spent in sample() (each actor's
-    last `actor.stop` event, docs/events.md), as a fraction."""
+    last `actor.stop` event, docs/concepts/events.md), as a fraction."""
     from ppomq.core.events import EVENTS_FILE, read_events
 
     seconds = {

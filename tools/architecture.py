@@ -1,4 +1,4 @@
-"""The floors of the code, read from its imports, and the diagrams docs/architecture.md shows.
+"""The floors of the code, read from its imports, and the diagrams of docs/concepts/architecture.md.
 
     .venv/bin/python -m tools.architecture > /tmp/diagrams.md   # what the doc must hold
 
@@ -170,7 +170,7 @@ def _id(name: str) -> str:
 
 
 def diagrams() -> dict[str, str]:
-    """Each generated block of docs/architecture.md, by its marker name."""
+    """Each generated block of docs/concepts/architecture.md, by its marker name."""
     return {"floors": floors_diagram(), "learner": learner_diagram()}
 
 

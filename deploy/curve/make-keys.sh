@@ -7,7 +7,7 @@
 #   $KEYS_ACTOR  (the actors):  actor-0.key_secret, their key pair, and server.key
 #
 # Every replica of the compose actor service mounts the same actor key pair: they are one
-# trust domain (README "Security"). Keys that exist are kept, so a restart, a second `up`
+# trust domain (docs/guides/security.md). Keys that exist are kept, so a restart, a second `up`
 # or an actor host with keys copied in changes nothing: delete the volumes (`docker
 # compose down -v`) to make new ones. server.key_secret is written last, so its presence
 # means the keys are complete.

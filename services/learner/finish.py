@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 from ppomq.core.errors import StorageFullError
+from ppomq.core.events import EventWriter
 from ppomq.core.models import Policy
 from ppomq.core.rundir import (
     FINISHED_FILE,
@@ -28,6 +30,10 @@ from ppomq.learner.loop import LearnerLoop
 
 log = logging.getLogger("ppomq.learner")
 
+# How often a running evaluation says so (learner.evaluate); the launcher calls one silent
+# for many of these (ppomq.launch.evaluation) a hang.
+EVAL_BEAT_S = 2.0
+
 
 def save_final_weights(path: Path, policy: Policy, meta: dict[str, Any]) -> None:
     """Through a buffer and write_bytes_atomic: a full disk is an OSError naming the file
@@ -37,18 +43,38 @@ def save_final_weights(path: Path, policy: Policy, meta: dict[str, Any]) -> None
     write_bytes_atomic(path, buf.getvalue())
 
 
+class EvaluationBeat:
+    """The evaluation's `learner.evaluate` events: one as it starts, then one every
+    EVAL_BEAT_S while it runs (its `progress` callback), so that the launcher waits for a
+    long evaluation and still tells a learner that hangs."""
+
+    def __init__(self, events: EventWriter, episodes: int) -> None:
+        self.events = events
+        self.episodes = episodes
+        self.last = time.monotonic()
+        events.emit("learner.evaluate", episodes=episodes, done=0, steps=0)
+
+    def __call__(self, done: int, steps: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= EVAL_BEAT_S:
+            self.last = now
+            self.events.emit("learner.evaluate", episodes=self.episodes, done=done, steps=steps)
+
+
 def finish_run(
     loop: LearnerLoop,
     settings: LearnerSettings,
     threshold: float | None,
     stop: WarmStop | None = None,
+    events: EventWriter | None = None,
 ) -> StorageFullError | None:
     """Final weights, evaluation, summary.json and the learning-curve PNG.
 
     After a fast stop (a second signal, `stop.fast`) the evaluation is skipped, and one
     that a second signal interrupts is dropped; the files are always written, each on its
     own: on a full or read-only disk, what fits is written, and the error is returned (the
-    log says which file was not)."""
+    log says which file was not). The evaluation is announced on `events`
+    (EvaluationBeat)."""
     from ppomq.core.evaluate import evaluate_policy
 
     run_dir = Path(settings.run_dir)
@@ -68,12 +94,15 @@ def finish_run(
     )
     eval_return = None
     if settings.eval_episodes > 0 and not (stop is not None and stop.fast):
+        log.info("final evaluation: %d greedy episodes", settings.eval_episodes)
+        beat = EvaluationBeat(events or EventWriter(None, "learner"), settings.eval_episodes)
         try:
             eval_return = evaluate_policy(
                 policy,
                 settings.env_id,
                 episodes=settings.eval_episodes,
                 seed=settings.seed + 10_000,
+                progress=beat,
             )
         except FastStop:
             log.info("final evaluation skipped: stopping fast")

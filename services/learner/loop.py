@@ -31,6 +31,7 @@ from ppomq.learner.checkpoint import CKPT_NAME, weights_digest, write_checkpoint
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
 from ppomq.learner.publisher import Publisher
+from ppomq.learner.roster import ReceivingClock
 from ppomq.learner.run_state import RunState
 from ppomq.learner.status import StatusWriter
 from ppomq.learner.trainer import PPOTrainer
@@ -57,6 +58,7 @@ class LearnerLoop:
         publisher: Publisher,
         status: StatusWriter,
         metrics: LearnerMetrics,
+        receiving: ReceivingClock | None = None,
     ) -> None:
         self.s = settings
         self.trainer = trainer
@@ -66,6 +68,8 @@ class LearnerLoop:
         self.publisher = publisher
         self.status = status
         self.metrics = metrics
+        # The roster's clock: stopped while this loop trains and publishes (step).
+        self.receiving = receiving or ReceivingClock()
         # Async: samples per update, fixed for the run whatever number of actors is live,
         # so scaling actors changes throughput, never the algorithm.
         self.update_samples = settings.batch_samples or (
@@ -142,6 +146,8 @@ class LearnerLoop:
                 contributors.add(batch.actor_id)
                 if batch.policy_version == self.run.version:
                     at_version[batch.actor_id] += 1
+                    if self.flow and at_version[batch.actor_id] >= self.flow:
+                        self.admission.roster.waiting(batch.actor_id)
                 samples += batch.num_steps * batch.num_envs
                 last_arrival = now
             if out and self._enough(contributors, at_version, samples):
@@ -186,17 +192,26 @@ class LearnerLoop:
 
     def step(self, stop: WarmStop) -> bool:
         """One update; False when there was nothing to train on (stopping)."""
-        run = self.run
         t0 = time.perf_counter()
         batches = self.collect(stop)
         t_wait = time.perf_counter() - t0
         if not batches:
             return False
+        # Actors wait for this version meanwhile: the time from here to the next collect
+        # is no silence of theirs (roster.py).
+        with self.receiving.busy():
+            self._train(batches, t_wait, stop)
+        return True
+
+    def _train(self, batches: list[RolloutBatch], t_wait: float, stop: WarmStop) -> None:
+        """Train on `batches`, publish the new version, record it, checkpoint when due."""
+        run = self.run
         stats = self.trainer.update(batches, run.env_steps)
         run.trained_samples += int(stats["charts/samples"])
         run.version += 1
         self.take_door()  # before any actor can hold this version's weights
         t_publish = self.publish(stop)
+        self.admission.roster.new_version()
         for name, value in (
             ("wait", t_wait),
             ("targets", stats["time/learner_targets"]),
@@ -209,7 +224,6 @@ class LearnerLoop:
         self.publish_counts(force=True)
         if time.monotonic() - self._checkpoint_at >= self.s.checkpoint_interval_s:
             self.checkpoint()
-        return True
 
     def _record(self, stats: dict[str, float], t_wait: float, t_publish: float) -> None:
         """One update's row in progress.csv and TensorBoard, and its figures on /metrics."""
@@ -287,8 +301,10 @@ def build_loop(
 ) -> LearnerLoop:
     """A loop and its parts for `settings`; `door`, `seqs` and `book` are shared with the
     receiving thread. `metrics`: unregistered ones unless the service passes exported ones
-    (tests build many loops). `clock`: what the roster tells actors' silence by."""
+    (tests build many loops). `clock`: the time the roster's receiving clock runs on
+    (ReceivingClock: it stands still while the loop trains and publishes)."""
     s = settings
+    receiving = ReceivingClock(clock)
     admission = Admission(
         max_staleness=s.max_staleness,
         actor_timeout_s=s.actor_timeout_s,
@@ -298,7 +314,7 @@ def build_loop(
         door=door,
         seqs=seqs,
         book=book,
-        clock=clock,
+        clock=receiving,
     )
     return LearnerLoop(
         settings=s,
@@ -309,4 +325,5 @@ def build_loop(
         publisher=Publisher(store=store, settings=s),
         status=StatusWriter(redis=store.client, settings=s),
         metrics=metrics or LearnerMetrics(registry=None),
+        receiving=receiving,
     )

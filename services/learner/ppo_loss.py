@@ -8,7 +8,7 @@ https://iclr-blog-track.github.io/2022/03/25/ppo-implementation-details/), cited
 "37 details #n". Tensors in, (loss, stats) out: no optimizer step, no logging, no I/O.
 
 In the asynchronous mode `old_logp` is the behaviour policy's log-prob that the actor sent,
-so the ratio also corrects for policy lag (README, "Versions, staleness and the two modes").
+so the ratio also corrects for policy lag (docs/concepts/versions-and-staleness.md).
 """
 
 from __future__ import annotations

@@ -20,13 +20,20 @@ newcomer that sent nothing trainable in that time closes the door to newcomers f
 JOIN_COOLDOWN_TIMEOUTS x `timeout_s`. So made-up ids never hold up a run that has its
 hinted actors, and hold up one short of them for at most `timeout_s` per cool-down. A
 newcomer beyond the hint joins with its first batch that makes an update.
+
+Silence is what an actor owes and does not send, so two waits for the learner do not
+count: the learner's own update, publish and records (measured on its receiving clock,
+ReceivingClock), and the time an actor that has sent all it may for the current version
+(flow control: `waiting`) waits for the next one while others' batches are awaited. A 9 s
+update would otherwise read as 9 s of silence from every actor, after every update.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger("ppomq.learner")
 
@@ -34,6 +41,30 @@ log = logging.getLogger("ppomq.learner")
 # newcomers are not waited for during this many actor timeouts: a stream of made-up ids
 # then costs at most one timeout in this many.
 JOIN_COOLDOWN_TIMEOUTS = 10
+
+
+class ReceivingClock:
+    """A monotonic clock that stands still while the learner is busy (`busy()`): what
+    actors' silence is told by, so that only time the learner spent receiving counts."""
+
+    def __init__(self, base: Callable[[], float] = time.monotonic) -> None:
+        self.base = base
+        self._busy_s = 0.0  # busy time before the current busy spell
+        self._busy_since: float | None = None
+
+    def __call__(self) -> float:
+        now = self.base() if self._busy_since is None else self._busy_since
+        return now - self._busy_s
+
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """The clock stops for the block (the learner's update and publish)."""
+        self._busy_since = self.base()
+        try:
+            yield
+        finally:
+            self._busy_s += self.base() - self._busy_since
+            self._busy_since = None
 
 
 class ActorRoster:
@@ -50,6 +81,7 @@ class ActorRoster:
         self._first_heard: float | None = None
         self._joining: dict[str, float] = {}  # newcomers waited for, since when
         self._tried: set[str] = set()  # newcomers waited for once already
+        self._waiting: set[str] = set()  # members that sent all they may for this version
         self._doors_closed_until = float("-inf")
 
     def heard(self, actor_id: str) -> None:
@@ -62,6 +94,21 @@ class ActorRoster:
             log.info("actor %s is back after %.1f s", actor_id, now - self._last_heard[actor_id])
         self._last_heard[actor_id] = now
         self._joining.pop(actor_id, None)
+
+    def waiting(self, actor_id: str) -> None:
+        """Member `actor_id` has sent all it may for the current version (flow control):
+        until the next one it waits for the learner, and is live, not silent."""
+        if actor_id in self._last_heard:
+            self._waiting.add(actor_id)
+
+    def new_version(self) -> None:
+        """A new version is out: the actors that waited for it owe a batch again, and their
+        silence counts from now."""
+        now = self.clock()
+        for actor_id in self._waiting:
+            if actor_id in self._last_heard:
+                self._last_heard[actor_id] = now
+        self._waiting.clear()
 
     def joining(self, actor_id: str) -> bool:
         """A batch under an id never trained on only just missed an update: wait for that
@@ -100,13 +147,14 @@ class ActorRoster:
         now = self.clock()
         live = set()
         for actor_id, heard in self._last_heard.items():
-            if now - heard <= self.timeout_s:
+            if actor_id in self._waiting or now - heard <= self.timeout_s:
                 live.add(actor_id)
             elif actor_id not in self._silent:
                 self._silent.add(actor_id)
                 log.warning(
-                    "actor %s silent for %.1f s: updates no longer wait for it (it rejoins "
-                    "with its next batch)", actor_id, now - heard,
+                    "actor %s silent for %.1f s of the learner's waiting (its updates not "
+                    "counted): updates no longer wait for it (it rejoins with its next batch)",
+                    actor_id, now - heard,
                 )  # fmt: skip
         self._expire_joiners(now)
         return live | set(self._joining)
@@ -141,3 +189,4 @@ class ActorRoster:
         self._silent.discard(actor_id)
         self._joining.pop(actor_id, None)
         self._tried.discard(actor_id)
+        self._waiting.discard(actor_id)

@@ -161,7 +161,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
     events = events_writer(settings, "learner")
     events.emit("learner.ready", version=loop.run.version, env_steps=loop.run.env_steps)
     finished, disk = _train(loop, receiver, stop)
-    disk = finish_run(loop, settings, threshold, stop) or disk
+    disk = finish_run(loop, settings, threshold, stop, events) or disk
     events.emit("learner.stop", version=loop.run.version, env_steps=loop.run.env_steps,
                 finished=finished, last_update_t=loop.run.updated_at)  # fmt: skip
     events.close()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.atari_system import markdown, summarise
+from benchmarks.atari_system import markdown, result_stem, summarise
 
 
 def test_rows_are_medians_per_actor_count_and_every_run_is_listed():
@@ -22,3 +22,8 @@ def test_rows_are_medians_per_actor_count_and_every_run_is_listed():
     md = markdown(doc)
     assert "| 1 | 190 (180–200) | 25% |" in md
     assert md.count("\n| 2 | ") == 3  # one summary row, two runs
+
+
+def test_each_thread_count_writes_its_own_current_result():
+    assert result_stem(1) == "atari_system"
+    assert result_stem(2) == "atari_system_threads2"

@@ -40,7 +40,8 @@ def test_table_report_and_png(runs, tmp_path):
     a, b = runs
     out = ppomq("bench", "compare", str(a), str(b), "-o", str(tmp_path / "cmp"))
     assert out.returncode == 0, out.stderr
-    for label in ("A: sync", "B: async", "env steps", "wall time (s)", "SPS", "solved at",
+    assert out.stdout.startswith(f"A: {a}\nB: {b}\n")
+    for label in ("env steps", "wall time (s)", "SPS", "solved at",
                   "final eval return", "versions", "waste ratio", "learner sgd"):  # fmt: skip
         assert label in out.stdout, label
     report = (tmp_path / "cmp" / "report.txt").read_text()
@@ -95,3 +96,60 @@ def test_missing_and_invalid_run_dirs_are_one_line_errors(runs, tmp_path):
     usage = ppomq("bench", "compare", str(a))
     assert usage.returncode == 2
     assert ppomq("bench").returncode == 2
+
+
+TERMINAL = 80  # columns of the terminal a newcomer reads the table in
+
+
+def _table(stdout: str) -> list[str]:
+    """The table's lines: from its header (the line above the rule) to the blank line."""
+    lines = stdout.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line and set(line) == {"-"})
+    end = lines.index("", rule)
+    return lines[rule - 1 : end]
+
+
+def _assert_laid_out(stdout: str) -> None:
+    """Every line of the table fits the terminal (the legend above it names the runs, as
+    long as their paths are); every row has the four columns (metric, A, B, B/A), each
+    value ending where its header ends (right-aligned columns)."""
+    table = _table(stdout)
+    header, rule, rows = table[0], table[1], table[2:]
+    assert max(len(line) for line in table) <= TERMINAL, "\n".join(table)
+    assert header.split() == ["A", "B", "B/A"], header
+    ends = [header.index(" A ") + 2, header.index(" B ") + 2, len(header)]
+    assert len(rule) == len(header)
+    for row in rows:
+        cells = [c for c in row.split("  ") if c.strip()]
+        assert len(cells) == 4, row
+        for end in ends:
+            assert row[end - 1] != " " and (len(row) == end or row[end] == " "), (row, end)
+
+
+def test_table_fits_a_terminal_and_its_columns_align_whatever_the_run_names(runs, tmp_path):
+    # Named as `ppomq train` names run dirs, after the longest run id it takes.
+    long_a = tmp_path / "runs" / f"{'a' * 64}-20261126-190917"
+    long_b = tmp_path / "runs" / f"{'b' * 64}-20261126-190922"
+    for src, dst in zip(runs, (long_a, long_b), strict=True):
+        shutil.copytree(src, dst)
+    out = ppomq("bench", "compare", str(long_a), str(long_b), "-o", str(tmp_path / "o1"))
+    assert out.returncode == 0, out.stderr
+    _assert_laid_out(out.stdout)
+    assert out.stdout.startswith(f"A: {long_a}\nB: {long_b}\n")
+    report = (tmp_path / "o1" / "report.txt").read_text()
+    assert "\n".join(_table(out.stdout)) in report
+    named = ppomq("bench", "compare", str(long_a), str(long_b), "-o", str(tmp_path / "o1"),
+                  "--labels", "sync,async")  # fmt: skip
+    assert named.returncode == 0, named.stderr
+    _assert_laid_out(named.stdout)
+    assert named.stdout.startswith(f"A: sync  ({long_a})\nB: async  ({long_b})\n")
+
+
+def test_a_run_compared_with_itself_is_laid_out_and_said_so(runs, tmp_path):
+    a, _ = runs
+    out = ppomq("bench", "compare", str(a), f"{a}/", "-o", str(tmp_path / "o2"))
+    assert out.returncode == 0, out.stderr
+    _assert_laid_out(out.stdout)
+    assert "(A and B are the same run dir)" in out.stdout
+    rows = _table(out.stdout)[2:]
+    assert all(row.split("  ")[-1].strip() in ("-", "1.00x") for row in rows), rows

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import redis
 
 from ppomq.commands.status import read_status
@@ -167,3 +168,28 @@ def test_a_thousand_tracked_ids_are_summarised_not_listed(redis_client, redis_ur
     assert len([ln for ln in lines if ln.startswith(("a0-", "made-up-"))]) == 1024
     bad = _status(redis_url, "--top", "-1")
     assert bad.returncode == 2 and "--top" in bad.stderr
+
+
+def _default_redis_answers() -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def test_told_no_run_and_finding_none_is_one_line_naming_both_ways(tmp_path):
+    if _default_redis_answers():
+        pytest.skip("a Redis answers at the default 127.0.0.1:6379: that is a run to read")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PPOMQ_")}
+    (tmp_path / "runs" / "compare-a-vs-b").mkdir(parents=True)  # no run dir: no settings.json
+    for command in (["status"], ["status", "--json"], ["weights", "list"]):
+        out = subprocess.run([sys.executable, "-m", "ppomq.cli", *command], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, env=env)  # fmt: skip
+        assert out.returncode == 3, (command, out.stdout, out.stderr)
+        assert out.stdout == ""
+        [line] = out.stderr.splitlines()
+        assert line.startswith("ppomq: error: no run found"), line
+        assert line.endswith("pass --run-dir RUN_DIR or --redis-url URL"), line

@@ -17,7 +17,7 @@ from ppomq.core.events import (
 )
 from ppomq.core.settings import ActorSettings
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "events.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "concepts" / "events.md"
 
 
 def test_an_event_is_one_line_with_its_time_name_source_and_fields(tmp_path: Path):

@@ -7,8 +7,8 @@ services really give; that a drain leaves a weightserver up; that the actor's li
 probe asks what the actor serves; that every combination of the optional components
 renders, validates and still holds together, and the one order that cannot work says so;
 that the PodMonitors select the pods and the port that serve /metrics; that CURVE's key
-files come from read-only mounts of the right Secrets, the ones k8s/README.md's commands
-make, and load.
+files come from read-only mounts of the right Secrets, the ones the Kubernetes guide's
+(docs/guides/kubernetes.md) commands make, and load.
 """
 
 from __future__ import annotations
@@ -364,6 +364,7 @@ def _check_combination(where: str, base: str, combo: tuple[str, ...], docs: list
     _check_curve(where, docs)
 
 
+@pytest.mark.slow  # renders and validates every overlay: about 15 s
 def test_k8s_every_combination_of_the_components_renders_validates_and_holds_together(
     k8s_copy, tmp_path
 ):
@@ -557,7 +558,7 @@ def _check_curve(where: str, docs: list[dict]) -> None:
 
 
 def _readme_curve_blocks() -> list[str]:
-    text = (REPO / "k8s" / "README.md").read_text()
+    text = (REPO / "docs" / "guides" / "kubernetes.md").read_text()
     section = text.split("\n## CURVE keys\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sh\n(.*?)```", section, re.S)
 
@@ -586,11 +587,12 @@ def _mount_like_the_kubelet(root: Path, mount_path: str, secret: dict, source: d
 def test_k8s_curve_secrets_from_the_readme_commands_give_keys_the_services_load(
     tmp_path, monkeypatch
 ):
-    """k8s/README.md "CURVE keys", run as written (`kubectl create secret --dry-run=client`
-    over keys from `ppomq keys generate`), mounted as each overlay's pods mount them: every
-    service loads its CURVE settings, the actors hold the server's public key and a key of
-    the allow-list, and no actor file holds the server's secret key. The rotation block
-    makes the same three Secrets from the new keys and restarts all three Deployments."""
+    """docs/guides/kubernetes.md "CURVE keys", run as written (`kubectl create secret
+    --dry-run=client` over keys from `ppomq keys generate`), mounted as each overlay's pods
+    mount them: every service loads its CURVE settings, the actors hold the server's public
+    key and a key of the allow-list, and no actor file holds the server's secret key. The
+    rotation block makes the same three Secrets from the new keys and restarts all three
+    Deployments."""
     import zmq.auth
 
     kubectl = _kubectl()

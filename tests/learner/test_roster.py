@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ppomq.learner.roster import JOIN_COOLDOWN_TIMEOUTS, ActorRoster
+from ppomq.learner.roster import JOIN_COOLDOWN_TIMEOUTS, ActorRoster, ReceivingClock
 
 
 class Clock:
@@ -111,3 +111,30 @@ def test_a_newcomer_that_never_sends_again_is_waited_for_once_then_closes_the_do
     assert roster.joining("new")  # an honest replacement, later
     roster.drop("new")
     assert roster.live() == {"a"}
+
+
+def test_on_the_receiving_clock_the_learners_busy_time_is_no_silence():
+    base = Clock()
+    receiving = ReceivingClock(base)
+    roster = ActorRoster(timeout_s=2.0, hint=1, clock=receiving)
+    roster.heard("a")
+    with receiving.busy():  # a 10 s update: the learner was not listening
+        base.now += 10.0
+        assert roster.live() == {"a"}
+    assert roster.live() == {"a"}
+    base.now += 2.5  # 2.5 s of waiting with nothing from a: that is silence
+    assert roster.live() == set()
+
+
+def test_an_actor_waiting_for_the_next_version_is_not_silent_until_it_is_out():
+    roster, clock = _roster(hint=2, timeout_s=2.0)
+    roster.heard("a")
+    roster.heard("b")
+    roster.waiting("a")  # a sent all it may for this version; b owes a batch
+    clock.now += 3.0
+    assert roster.live() == {"a"}  # b is silent, a is waiting for the learner
+    roster.new_version()  # a owes a batch again from now
+    clock.now += 1.5
+    assert roster.live() == {"a"}
+    clock.now += 1.0
+    assert roster.live() == set()

@@ -7,8 +7,8 @@ Writes, in ZeroMQ's certificate format (pyzmq's `zmq.auth.create_certificates`):
     DIR/allowed/actor-I.key                        the allow-list: the actors' public certs
 
 Secret files are mode 0600 (directories 0700). Existing keys are never overwritten.
-The learner and the weightserver need them whenever they bind beyond loopback: README
-"Security".
+The learner and the weightserver need them whenever they bind beyond loopback:
+docs/guides/security.md.
 """
 
 from __future__ import annotations
@@ -97,7 +97,10 @@ def run_generate(args: argparse.Namespace) -> int:
         print(f"  PPOMQ_CURVE_SERVER_PUBLIC_CERT={out / 'server.key'}")
     if args.actors >= 1:
         q = shlex.quote
-        print('\nKubernetes (k8s/README.md "CURVE keys"; actor replicas share actor-0\'s pair):')
+        print(
+            '\nKubernetes (docs/guides/kubernetes.md "CURVE keys"; '
+            "actor replicas share actor-0's pair):"
+        )
         create = "  kubectl -n ppomq create secret generic"
         print(f"{create} ppomq-curve-server --from-file={q(str(out / 'server.key_secret'))}")
         print(f"{create} ppomq-curve-allowed --from-file={q(str(out / 'allowed'))}/")

@@ -19,13 +19,21 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ppomq.core.settings import preset_names, preset_summary, preset_text
+    from ppomq.core.settings import AUTO, NO_PRESET, preset_names, preset_summary, preset_text
 
+    words = {  # the two names that are no file
+        AUTO: "picked from the env's spaces: atari for uint8 image observations, mujoco for "
+        f"continuous actions on vector observations, else {NO_PRESET} (ppomq train's default)",
+        NO_PRESET: "the built-in defaults, which are the cartpole preset's",
+    }
+    if args.name in words:
+        print(f"{args.name}: {words[args.name]}")
+        return 0
     if args.name:
         print(preset_text(args.name), end="")
         return 0
-    names = preset_names()
-    width = max(map(len, names))
-    for name in names:
-        print(f"{name:<{width}}  {preset_summary(name)}")
+    rows = {name: preset_summary(name) for name in preset_names()} | words
+    width = max(map(len, rows))
+    for name, summary in rows.items():
+        print(f"{name:<{width}}  {summary}")
     return 0

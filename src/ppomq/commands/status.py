@@ -11,7 +11,9 @@ all of them buried the actors that train under a thousand lines.
 
 With --run-dir it reads the run's own Redis while the run runs, and after it a private copy
 of what the run persisted in its run dir (ppomq.core.store.run_redis): a finished run's last status;
-and the launcher's latest phase from the run's events (ppomq.core.timeline).
+and the launcher's latest phase from the run's events (ppomq.core.timeline). Told no run
+dir and no Redis URL, it reads the newest run dir under runs/ and says so first; finding
+none, the default Redis, and with none there one line naming both ways to point it at a run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -127,24 +130,45 @@ def read_status(
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ppomq.core.errors import RedisUnavailableError
     from ppomq.core.store.connect import connect_redis, redis_errors
-    from ppomq.core.store.run_redis import LIVE, PERSISTED, open_run_redis
+    from ppomq.core.store.run_redis import (
+        LIVE,
+        PERSISTED,
+        chosen_run_dir_line,
+        newest_run_dir,
+        no_run_found,
+        open_run_redis,
+    )
 
     if args.forget_after_s < 0:
         raise UsageError("--forget-after-s must be >= 0 (0 lists every actor ever seen)")
     if args.top < 0:
         raise UsageError("--top must be >= 0 (0 shows no actor rows, --all every one)")
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    # Told no run and no Redis: the run `ppomq train` started last here, else the default
+    # Redis, as a deployment's (compose) is reached.
+    told_nothing = run_dir is None and not (args.redis_url or os.environ.get("PPOMQ_REDIS_URL"))
+    if told_nothing:
+        run_dir = newest_run_dir(run_id=args.run_id or os.environ.get("PPOMQ_RUN_ID"))
+        if run_dir is not None:  # said first; on stderr under --json, which is one object
+            print(chosen_run_dir_line(run_dir), file=sys.stderr if args.json else sys.stdout)
     with contextlib.ExitStack() as stack:
-        if args.run_dir:
+        if run_dir is not None:
             run = stack.enter_context(
-                open_run_redis(Path(args.run_dir), redis_url=args.redis_url, run_id=args.run_id)
+                open_run_redis(run_dir, redis_url=args.redis_url, run_id=args.run_id)
             )
             url, run_id, source = run.url, run.run_id, run.source
         else:
             url = args.redis_url or os.environ.get("PPOMQ_REDIS_URL", DEFAULT_REDIS_URL)
             run_id = args.run_id or os.environ.get("PPOMQ_RUN_ID", "default")
             source = LIVE
-        redis = connect_redis(url)
+        try:
+            redis = connect_redis(url)
+        except RedisUnavailableError:
+            if told_nothing and run_dir is None:
+                raise no_run_found(url) from None
+            raise
         stack.callback(redis.close)
         with redis_errors(url):
             status = read_status(
@@ -154,10 +178,10 @@ def _run(args: argparse.Namespace) -> int:
                 as_of_last_update=source == PERSISTED,
             )
     status["source"] = source
-    if args.run_dir:
+    if run_dir is not None:
         from ppomq.core.timeline import current_phase
 
-        status["phase"] = current_phase(Path(args.run_dir))
+        status["phase"] = current_phase(run_dir)
     if args.json:
         print(json.dumps(status, sort_keys=True))
         return 0
@@ -172,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
     if done:
         print(f"finished at version {done['version']}, {done['env_steps']:,} env steps")
     if source == PERSISTED:
-        print(f"not running: read from the Redis data it persisted in {args.run_dir}")
+        print(f"not running: read from the Redis data it persisted in {run_dir}")
     phase = status.get("phase")
     if phase:
         print(f"launcher phase: {phase['phase']}, {time.time() - phase['t']:.1f} s ago")
@@ -253,12 +277,18 @@ def register(sub: Any) -> None:
         "in `actors`. The table shows the --top actors (trained on first, most recent "
         "first) under a line counting those tracked, live and shown.",
     )
-    p.add_argument("--redis-url", help="Redis URL [env PPOMQ_REDIS_URL]")
+    p.add_argument(
+        "--redis-url",
+        help=f"Redis URL [env PPOMQ_REDIS_URL]; with neither it nor --run-dir: the newest run "
+        f"dir under runs/, else {DEFAULT_REDIS_URL}",
+    )
     p.add_argument("--run-id", help="run id [env PPOMQ_RUN_ID; default: default]")
     p.add_argument(
         "--run-dir",
+        metavar="RUN_DIR",
         help="a `ppomq train` run dir: its Redis while it runs, after it (read-only) a copy "
-        "of the Redis data it kept in the run dir; its run id unless --run-id",
+        "of the Redis data it kept in the run dir; its run id unless --run-id. Default: "
+        "with no --redis-url, the newest run dir under runs/ (of --run-id, if given)",
     )
     p.add_argument(
         "--forget-after-s",

@@ -4,6 +4,8 @@ Reads Redis through the weight store; `protect`/`unprotect` are the only writes.
 verb takes --redis-url, --run-id (or PPOMQ_REDIS_URL, PPOMQ_RUN_ID) and --json, or
 --run-dir RUN: the Redis of that `ppomq train` run while it runs, after it (read-only) a
 private copy of the Redis data it kept in RUN/redis/, started and removed by the command.
+Told neither a run dir nor a Redis URL, a verb reads the newest run dir under runs/ and says
+so in its first line.
 Exit codes: 0 ok, 1 verification failed, 2 usage, 3 no such run or version, 4 Redis
 unreachable or refused us.
 """
@@ -15,6 +17,7 @@ import contextlib
 import datetime as dt
 import json
 import math
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -63,7 +66,8 @@ def _common_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--redis-url",
         default=argparse.SUPPRESS,
-        help=f"{info_url.description} [env PPOMQ_REDIS_URL; default: {info_url.default}]",
+        help=f"{info_url.description} [env PPOMQ_REDIS_URL]; with neither it nor --run-dir: "
+        f"the newest run dir under runs/, else {info_url.default}",
     )
     common.add_argument(
         "--run-id",
@@ -76,7 +80,8 @@ def _common_parser() -> argparse.ArgumentParser:
         metavar="RUN",
         help="A `ppomq train` run dir: its Redis while it runs, after it (read-only) a copy "
         "of the Redis data it kept in RUN/redis/; its run id unless --run-id. --redis-url "
-        "only fills in a password settings.json left out.",
+        "only fills in a password settings.json left out. Default: with no --redis-url, the "
+        "newest run dir under runs/ (of --run-id, if given), named in the first line.",
     )
     common.add_argument("--json", action="store_true", help="Print one JSON document.")
     return common
@@ -131,19 +136,32 @@ class _Session:
     What it opens (a client, with --run-dir maybe a private server) `stack` closes."""
 
     def __init__(self, args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
+        from ppomq.core.errors import RedisUnavailableError
         from ppomq.core.store.connect import connect_redis, redis_errors
+        from ppomq.core.store.run_redis import (
+            chosen_run_dir_line,
+            newest_run_dir,
+            no_run_found,
+            open_run_redis,
+        )
         from ppomq.core.store.weight_store import WeightStore
 
         flags = vars(args)
         self.run: RunRedis | None = None
-        if "run_dir" in flags:
-            from ppomq.core.store.run_redis import open_run_redis
-
+        run_dir = Path(flags["run_dir"]) if "run_dir" in flags else None
+        # Told no run and no Redis: the run `ppomq train` started last here, else the
+        # default Redis, as a deployment's (compose) is reached.
+        told_nothing = (
+            run_dir is None and "redis_url" not in flags and not os.environ.get("PPOMQ_REDIS_URL")
+        )
+        if told_nothing:
+            run_dir = newest_run_dir(run_id=flags.get("run_id") or os.environ.get("PPOMQ_RUN_ID"))
+            if run_dir is not None:  # said first; on stderr where stdout is one document
+                print(chosen_run_dir_line(run_dir), file=sys.stderr if args.json else sys.stdout)
+        if run_dir is not None:
             self.run = stack.enter_context(
                 open_run_redis(
-                    Path(flags["run_dir"]),
-                    redis_url=flags.get("redis_url"),
-                    run_id=flags.get("run_id"),
+                    run_dir, redis_url=flags.get("redis_url"), run_id=flags.get("run_id")
                 )
             )
             self.redis_url, self.run_id = self.run.url, self.run.run_id
@@ -156,7 +174,12 @@ class _Session:
             ).run_id
         self.as_json: bool = args.json
         self.errors = lambda: redis_errors(self.redis_url)
-        self.client = connect_redis(self.redis_url)
+        try:
+            self.client = connect_redis(self.redis_url)
+        except RedisUnavailableError:
+            if told_nothing and run_dir is None:
+                raise no_run_found(self.redis_url) from None
+            raise
         stack.callback(self.client.close)
         self.store: WeightStore = WeightStore(self.client, self.run_id)
 

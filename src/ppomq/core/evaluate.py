@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,17 @@ def check_fits_env(model: dict[str, Any], env_id: str, obs_space: Any, action_sp
         )
 
 
-def evaluate_policy(policy: Policy, env_id: str, *, episodes: int = 20, seed: int = 0) -> float:
+def evaluate_policy(
+    policy: Policy,
+    env_id: str,
+    *,
+    episodes: int = 20,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> float:
     """Mean undiscounted return of `episodes` greedy episodes (one env, seeded per episode);
-    Gaussian actions are the mean, clipped to the env's bounds per dimension."""
+    Gaussian actions are the mean, clipped to the env's bounds per dimension. `progress`
+    is called after every env step with (episodes finished, env steps taken)."""
     from ppomq.core.envs import check_env_id, make_env
 
     check_env_id(env_id)
@@ -49,6 +58,7 @@ def evaluate_policy(policy: Policy, env_id: str, *, episodes: int = 20, seed: in
     fast = policy.inference()  # the actors' numpy path: no module calls per env step
     recurrent = bool(getattr(fast, "recurrent", False))
     total = 0.0
+    steps = 0
     try:
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed + ep)
@@ -65,6 +75,9 @@ def evaluate_policy(policy: Policy, env_id: str, *, episodes: int = 20, seed: in
                 obs, reward, terminated, truncated, _ = env.step(action)
                 total += float(reward)
                 done = terminated or truncated
+                steps += 1
+                if progress is not None:
+                    progress(ep + int(done), steps)
     finally:
         env.close()
     return total / max(episodes, 1)

@@ -1,7 +1,7 @@
 """A run's event stream: RUN_DIR/events.jsonl, one JSON object per line, written by every
 process of a `ppomq train` run (launcher, learner, actors) and read by the tools that
 watch them (the launcher's timeline, `ppomq status --run-dir`, the benchmarks, the tests).
-Log lines are for people; these are for programs. docs/events.md documents every event;
+Log lines are for people; these are for programs. docs/concepts/events.md documents every event;
 SCHEMA below is that document as code, and a test keeps the two the same.
 
 Each event is {"t": Unix time, "event": "dotted.name", "source": "...", ...its fields}.
@@ -61,6 +61,17 @@ SCHEMA: dict[str, EventSpec] = {
             "env_steps": ("int", "env steps trained on so far (a resumed run's included)"),
         },
     ),
+    "learner.evaluate": EventSpec(
+        "learner",
+        "The learner's final greedy evaluation runs: said as it starts (`done` 0), then "
+        "every few seconds until it ends, so that a watcher (the launcher) tells a long "
+        "evaluation from a learner that hangs.",
+        {
+            "episodes": ("int", "episodes it plays (--eval-episodes)"),
+            "done": ("int", "episodes finished so far"),
+            "steps": ("int", "env steps taken so far"),
+        },
+    ),
     "learner.stop": EventSpec(
         "learner",
         "The learner is done: checkpoint, final evaluation and summary.json written.",
@@ -102,7 +113,7 @@ def check_event(event: str, fields: dict[str, Any]) -> None:
     each of its type."""
     spec = SCHEMA.get(event)
     if spec is None:
-        raise ValueError(f"unknown event {event!r}; add it to SCHEMA and docs/events.md")
+        raise ValueError(f"unknown event {event!r}; add it to SCHEMA and docs/concepts/events.md")
     if set(fields) != set(spec.fields):
         raise ValueError(f"{event} takes {sorted(spec.fields)}, got {sorted(fields)}")
     for name, (kind, _) in spec.fields.items():
@@ -183,12 +194,23 @@ def read_events(path: Path, *, offset: int = 0) -> list[dict[str, Any]]:
     """The events in `path` from byte `offset` on, in the order written; [] without the
     file. A line that is not whole (a torn last line) or not an event (an object with a
     string `event` and a numeric `t`) is skipped."""
+    return tail_events(path, offset)[0]
+
+
+def tail_events(path: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """read_events from `offset`, and where the next read starts: after the last whole
+    line (a line still being written is read whole next time)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(offset)
             data = fh.read()
     except OSError:
-        return []
+        return [], offset
+    whole = data[: data.rfind(b"\n") + 1]
+    return _parse(whole), offset + len(whole)
+
+
+def _parse(data: bytes) -> list[dict[str, Any]]:
     out = []
     for raw in data.split(b"\n")[:-1]:  # what follows the last newline is not whole
         try:
@@ -205,7 +227,7 @@ def read_events(path: Path, *, offset: int = 0) -> list[dict[str, Any]]:
 
 
 def schema_markdown() -> str:
-    """SCHEMA as docs/events.md's table (`python -m ppomq.core.events` prints it)."""
+    """SCHEMA as docs/concepts/events.md's table (`python -m ppomq.core.events` prints it)."""
     lines = ["| event | source | fields | meaning |", "|---|---|---|---|"]
     for name, spec in SCHEMA.items():
         fields = "<br>".join(f"`{f}` ({kind}): {what}" for f, (kind, what) in spec.fields.items())

@@ -10,10 +10,10 @@ run_dir/learning_curve.png   return against env steps
 run_dir/summary.json         the figures a benchmark or a user wants first
 run_dir/logs/                each service's log; with `ppomq train`, launcher.log: the
                              run's phases with timestamps (ppomq.core.timeline), and redis.log
-run_dir/redis/               `ppomq train`'s embedded Redis, persisted (append-only file):
-                             the run's weight versions and status, which `ppomq weights` and
-                             `ppomq status --run-dir` read after the run
-                             (ppomq.core.store.run_redis)
+run_dir/redis/               `ppomq train`'s embedded Redis, persisted (append-only file,
+                             compacted to what is live when the run ends): the run's kept
+                             weight versions and status, which `ppomq weights` and
+                             `ppomq status` read after the run (ppomq.core.store.run_redis)
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ CHECKPOINT_FILE = "checkpoints/ckpt.pt"
 # records it as `redis_data_dir` (null for a run on an external Redis, absent in run dirs
 # from before it was kept: their versions went with their Redis).
 REDIS_DIR = "redis"
+# Where `ppomq train` makes a run dir when given none (relative to where it runs), and so
+# where `ppomq status` and `ppomq weights` look for the newest run when told no run.
+RUNS_ROOT = Path("runs")
 
 
 def write_bytes_atomic(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ppomq.core.timeline import Timeline
 from ppomq.launch import zygote
 from ppomq.launch.child import Child
+from ppomq.launch.evaluation import EVAL_SILENT_S, EvaluationWatch
 from ppomq.launch.messages import note
 
 if TYPE_CHECKING:
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from ppomq.launch.supervisor import Launcher
 
 STOP_GRACE_S = 20.0
+# What a stopping learner gets to end its update and write its checkpoint; its final
+# evaluation then has as long as it says it goes on (ppomq.launch.evaluation).
+LEARNER_STOP_S = STOP_GRACE_S + 60
 # A second Ctrl-C/SIGTERM: the learner gets its second signal (a fast stop that still
 # writes the checkpoint and summary) and every wait is cut to this; a third: kill now.
 HURRY_GRACE_S = 15.0
@@ -38,6 +42,9 @@ class Shutdown:
     hurry_deadline: float
     hurry_noted: bool
     learner_signalled: bool
+    learner_finished: bool
+    evaluation: EvaluationWatch | None
+    s: Any
 
     def hurry(self, *, now: bool = False) -> None:
         """A second stop signal: the learner gets its second SIGTERM (a fast stop that still
@@ -68,6 +75,44 @@ class Shutdown:
                     return
                 child.proc.join(min(left, 0.1))
 
+    def evaluating(self) -> bool:
+        """Whether the learner's final evaluation runs and says it goes on; its start is
+        said on the console, with how to skip it."""
+        watch = self.evaluation
+        if watch is None:
+            return False
+        if watch.poll() and self.hurry_deadline == float("inf"):
+            # Its first stop signal lets the learner evaluate (a warm stop); the next skips it.
+            skip = "Ctrl-C skips it" if self.learner_signalled else "Ctrl-C twice skips it"
+            episodes = f"{watch.episodes} greedy episode{'s' if watch.episodes != 1 else ''}"
+            note(f"final evaluation: {episodes} of {self.s.env_id} (--eval-episodes; {skip})...")
+        return watch.running and not watch.stalled()
+
+    def _wait_learner(self) -> None:
+        """Wait for the learner to exit: LEARNER_STOP_S, and while its final evaluation
+        goes on, until STOP_GRACE_S after it; cut short by hurry() or an evaluation that
+        hangs. What is still running then is killed."""
+        learner = self.learner
+        assert learner is not None
+        end = time.monotonic() + LEARNER_STOP_S
+        while learner.proc is not None and learner.proc.exitcode is None:
+            self._await_exits([learner], 0.25)
+            now = time.monotonic()
+            if now >= self.hurry_deadline:
+                break
+            if self.evaluating():
+                end = max(end, now + STOP_GRACE_S)  # then its summary, the finished marker
+                continue
+            if self.evaluation is not None and self.evaluation.stalled():
+                note(f"the learner's final evaluation has said nothing for "
+                     f"{EVAL_SILENT_S:.0f} s (it hangs); killing it")  # fmt: skip
+                break
+            if now >= end:
+                note(f"the learner did not stop in time; killing it (see {learner.log_path})")
+                break
+        if learner.wait(0) == 0:
+            self.learner_finished = True  # its run had reached its end after all
+
     def stop(self) -> None:
         """Learner first (warm stop: it finishes the update, checkpoints, writes the
         summary), then the actors and the weightserver, then Redis."""
@@ -88,7 +133,7 @@ class Shutdown:
             self.learner_signalled = True
             if self.hurry_deadline < float("inf"):
                 self.learner.terminate()  # the second Ctrl-C came before the first reached it
-            self._wait(self.learner, STOP_GRACE_S + 60)  # the final evaluation runs in it
+            self._wait_learner()  # its final evaluation runs in it
             mark("learner exited")
         if timeline is not None:  # each exit marked as it happens: who holds the stop up
             for child in self.children:
@@ -133,13 +178,16 @@ class StopSignals:
         self.launcher = launcher
         self.count = 0
         self.signum: int | None = None  # the first stop signal: the exit code is 128 + it
+        self.finished_first = False  # the learner had finished when the first one came
 
-    def exit_code(self, *, finished: bool) -> int:
-        """`ppomq train`'s exit code once a stop signal ended supervising: 0 if the run
-        had finished anyway (the learner exited 0), else 128 + the signal (130 for
-        Ctrl-C, 143 for SIGTERM), what a shell reports for a command a signal ended, so
-        that `ppomq train && ppomq eval` or a scheduler does not take it for done."""
-        if finished or self.signum is None:
+    def exit_code(self) -> int:
+        """`ppomq train`'s exit code once a stop signal came: 0 if the run had finished
+        before it (the learner exited 0: evaluated, summary written; the signal only
+        hurried the rest of the stop), else 128 + the signal (130 for Ctrl-C, 143 for
+        SIGTERM), what a shell reports for a command a signal ended, so that `ppomq train
+        && ppomq eval` or a scheduler does not take it for done. A signal during the
+        learner's final evaluation is no exception: it came before the run's end."""
+        if self.finished_first or self.signum is None:
             return 0
         return 128 + self.signum
 
@@ -152,6 +200,7 @@ class StopSignals:
         self.count += 1
         if self.signum is None:
             self.signum = signum
+            self.finished_first = self.launcher.learner_finished
         if self.count == 1 and not self.launcher.stopping:
             raise KeyboardInterrupt if signum == signal.SIGINT else Terminated
         self.launcher.hurry(now=self.count >= 3)

@@ -19,10 +19,12 @@ from ppomq.core.events import EVENTS_FILE, EventWriter
 from ppomq.core.run_lock import RunDirLock
 from ppomq.core.rundir import FINISHED_FILE, REDIS_DIR, write_json_atomic
 from ppomq.core.settings import (
+    AUTO,
     ActorSettings,
     LearnerSettings,
     TrainSettings,
     WeightserverSettings,
+    auto_preset,
     redact_url,
     settings_snapshot,
 )
@@ -33,6 +35,7 @@ from ppomq.core.timeline import Timeline
 from ppomq.launch import zygote
 from ppomq.launch.child import Child
 from ppomq.launch.dataplane import run_keys
+from ppomq.launch.evaluation import EVAL_SILENT_S, EvaluationWatch
 from ppomq.launch.messages import error_line, exit_text, first_line, last_error_line, note
 from ppomq.launch.shutdown import Shutdown
 from ppomq.launch.wiring import child_env, connect_addr, new_run_dir, port_of, subset
@@ -68,8 +71,12 @@ class Launcher(Shutdown):
 
     def __init__(self, settings: TrainSettings) -> None:
         # Fail in one line before starting anything: an unknown env, a missing optional
-        # dependency (MuJoCo), observations ppomq cannot train on.
-        spaces_of(settings.env_id)
+        # dependency (MuJoCo), observations ppomq cannot train on. --preset auto read the
+        # env's spaces already (once per process): the children get the preset it picked.
+        if settings.preset == AUTO:
+            settings = settings.model_copy(update={"preset": auto_preset(settings.env_id)[0]})
+        else:
+            spaces_of(settings.env_id)
         made = not settings.run_dir
         if made:
             run_dir = new_run_dir(settings.run_id, settings.env_id)
@@ -112,6 +119,9 @@ class Launcher(Shutdown):
         self.hurry_deadline = float("inf")
         self.hurry_noted = False
         self.learner_signalled = False
+        self.learner_finished = False  # it exited 0: the run reached its end
+        self.evaluation: EvaluationWatch | None = None  # the learner's, once it runs
+        self._evaluated_at = float("-inf")  # when its final evaluation last said it runs
         self._health_at = 0.0
         self._redis_down_since: float | None = None
         self._health_client: redis.Redis | None = None
@@ -137,6 +147,7 @@ class Launcher(Shutdown):
         # start like a tool. Every child appends its own events to the same file.
         events_file = s.events_file
         self.events = EventWriter(events_file, "launcher")
+        self.evaluation = EvaluationWatch(Path(events_file) if events_file else None)
         self.timeline = Timeline(self.run_dir / "logs" / "launcher.log", self.events)
         self.timeline.mark("launcher start")
         if s.redis_url is not None:
@@ -236,6 +247,9 @@ class Launcher(Shutdown):
             code = self._watch_redis(now)
             if code is not None:
                 return code
+            code = self._watch_evaluation(now)
+            if code is not None:
+                return code
             if self._past_deadline(now):
                 return 0
             if progress is not None:
@@ -268,7 +282,10 @@ class Launcher(Shutdown):
         if child.retired:
             return None
         what = exit_text(code)
+        if child is self.learner and self.evaluation is not None:
+            self.evaluation.reset()  # a learner restarted after a crash evaluates anew
         if child is self.learner and code == 0:
+            self.learner_finished = True
             return 0  # finished: total steps, duration or target return reached
         if code == 0:
             # An actor or the weightserver exits 0 by itself when the run is marked
@@ -361,16 +378,36 @@ class Launcher(Shutdown):
             self._steps_reached_at = now
         return None
 
+    def _watch_evaluation(self, now: float) -> int | None:
+        """The learner's final evaluation holds the deadlines back while it says it goes
+        on (however long: Pong's take minutes); one silent for EVAL_SILENT_S is a hang,
+        which ends the run (exit 1) with one line."""
+        if self.evaluating():
+            self._evaluated_at = now
+            return None
+        if self.evaluation is None or not self.evaluation.stalled():
+            return None
+        assert self.learner is not None
+        self.failure = error_line(
+            f"the learner's final evaluation said nothing for {EVAL_SILENT_S:.0f} s (it "
+            f"hangs), so the run was stopped; see {self.learner.log_path}",
+            1,
+        )
+        note("the learner's final evaluation hangs; stopping the run...")
+        return 1
+
     def _past_deadline(self, now: float) -> bool:
         """True when the learner should have ended the run DEADLINE_GRACE_S ago and has not
-        (stuck waiting on something dead): the launcher stops it then, warm as ever."""
+        (stuck waiting on something dead): the launcher stops it then, warm as ever. Its
+        final evaluation is no such wait: the grace counts from its last word."""
         s = self.s
         if s.duration_s:
-            due = self.start_time + s.duration_s + self._learner_down_s + DEADLINE_GRACE_S
-            if now >= due:
+            due = self.start_time + s.duration_s + self._learner_down_s
+            if now >= max(due, self._evaluated_at) + DEADLINE_GRACE_S:
                 note(f"--duration-s {s.duration_s:g} passed and the learner did not stop; stopping")
                 return True
-        if self._steps_reached_at is not None and now - self._steps_reached_at >= DEADLINE_GRACE_S:
+        reached = self._steps_reached_at
+        if reached is not None and now - max(reached, self._evaluated_at) >= DEADLINE_GRACE_S:
             note(f"--total-steps {s.total_steps} reached and the learner did not stop; stopping")
             return True
         return False

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ppomq.core.errors import UserError
 from ppomq.core.rundir import CHECKPOINT_FILE, FINISHED_FILE
-from ppomq.core.settings import TrainSettings
+from ppomq.core.settings import AUTO, NO_PRESET, TrainSettings, auto_preset
 from ppomq.launch.dataplane import describe_data_plane
 from ppomq.launch.messages import note
 from ppomq.launch.progress import Progress, summary_text
@@ -56,12 +56,25 @@ def run_train(settings: TrainSettings) -> int:
         raise
 
 
-def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
-    print(
-        f"ppomq train: {settings.env_id}, {settings.mode} mode, {settings.actors} actor(s); "
-        f"run dir {launcher.run_dir}; {data_plane}",
-        flush=True,
+def preset_words(settings: TrainSettings) -> str:
+    """The first line's word on the preset: which one, and for `auto` what in the env's
+    spaces chose it (the spaces were read once, for the settings: asking again is free)."""
+    chosen = settings.preset or NO_PRESET
+    name, why = auto_preset(settings.env_id) if chosen == AUTO else (chosen, "")
+    words = f"preset {name}" + (" (the built-in defaults)" if name == NO_PRESET else "")
+    return f"{words}, picked for its {why} (--preset NAME to choose)" if why else words
+
+
+def first_line(settings: TrainSettings, run_dir: Path, data_plane: str) -> str:
+    steps = f", {settings.total_steps:,} env steps" if settings.total_steps else ""
+    return (
+        f"ppomq train: {settings.env_id}, {preset_words(settings)}, {settings.mode} mode, "
+        f"{settings.actors} actor(s){steps}; run dir {run_dir}; {data_plane}"
     )
+
+
+def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
+    print(first_line(settings, launcher.run_dir, data_plane), flush=True)
     done = _end_already_reached(settings, launcher.run_dir)
     if done is not None:  # the same command again: start nothing, change nothing
         print(
@@ -75,7 +88,6 @@ def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
     resuming = resume_line(launcher.run_dir)
     if resuming is not None:
         print(resuming, flush=True)
-    interrupted = False
     code = 1
     progress: Progress | None = None
     signals = StopSignals(launcher).install()
@@ -84,7 +96,6 @@ def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
         progress = Progress(launcher) if settings.progress else None
         code = launcher.supervise(progress)
     except (KeyboardInterrupt, Terminated):
-        interrupted = True
         print("\nstopping (Ctrl-C again to stop faster)...", flush=True)
     finally:
         if progress is not None:
@@ -101,14 +112,12 @@ def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
         print(summary_text(summary, launcher.run_dir), flush=True)
     if launcher.failure is not None:
         raise launcher.failure
-    if interrupted:
-        # The learner exits 0 only once its run is finished (ppomq.core.signals), also when
-        # the stop signal came during its last update: then the run is done all the same.
-        learner = launcher.learner
-        finished = learner is not None and learner.poll() == 0
+    if signals.signum is not None:
+        # A stop signal came, while supervising or later, during the stop (the learner's
+        # final evaluation runs then): 128 + it, unless the run had finished before it.
         if not summary_path.exists():
             note(f"stopped before the learner wrote a summary; see {launcher.run_dir / 'logs'}")
-        return signals.exit_code(finished=finished)
+        return signals.exit_code()
     if summary_path.exists():
         return code
     raise UserError(

@@ -264,9 +264,28 @@ def table_rows(ma: dict[str, Any], mb: dict[str, Any]) -> list[tuple[str, str, s
     return rows
 
 
+def legend(ma: dict[str, Any], mb: dict[str, Any]) -> list[str]:
+    """One line per run naming what its column holds: `A: RUN_DIR`, or `A: LABEL  (RUN_DIR)`
+    where the label is not the run dir's own name."""
+    lines = []
+    for col, m in (("A", ma), ("B", mb)):
+        path, label = m["run_dir"], m["label"]
+        named = label in (path, Path(path).name)
+        lines.append(f"{col}: {path}" if named else f"{col}: {label}  ({path})")
+    if Path(ma["run_dir"]).resolve() == Path(mb["run_dir"]).resolve():
+        lines.append("(A and B are the same run dir)")
+    return lines
+
+
 def format_table(ma: dict[str, Any], mb: dict[str, Any]) -> str:
-    headers = ("", f"A: {ma['label']}", f"B: {mb['label']}", "B/A")
-    return tables.format_table(headers, table_rows(ma, mb), right={1, 2, 3}, rule=True)
+    """The legend, then the table. The runs are named in the legend, not in the column
+    headers: a header as long as a run dir's name widened both value columns to it, and the
+    rows wrapped in a terminal of 80 columns; with one-letter headers the table is as wide
+    as its figures."""
+    rows = tables.format_table(
+        ("", "A", "B", "B/A"), table_rows(ma, mb), right={1, 2, 3}, rule=True
+    )
+    return "\n".join([*legend(ma, mb), "", rows])
 
 
 # --------------------------------------------------------------------------------------
@@ -377,8 +396,8 @@ class Comparison:
 
 def compare_runs(a: RunData, b: RunData, *, out_dir: Path) -> Comparison:
     """Table, report.txt and compare.png in `out_dir` (created)."""
-    if a.label == b.label:  # two runs named alike in different parents: keep them apart
-        a.label, b.label = f"{a.path.parent.name}/{a.label}", f"{b.path.parent.name}/{b.label}"
+    if a.label == b.label:  # two runs named alike in different parents: their paths as given
+        a.label, b.label = str(a.path), str(b.path)
     ma, mb = metrics(a), metrics(b)
     notes = [*a.notes, *b.notes]
     if ma["env_id"] != mb["env_id"]:
@@ -392,8 +411,6 @@ def compare_runs(a: RunData, b: RunData, *, out_dir: Path) -> Comparison:
     report_path = out_dir / "report.txt"
     report = [
         "ppomq bench compare",
-        f"A: {a.path}",
-        f"B: {b.path}",
         "",
         table,
         "",

@@ -191,3 +191,74 @@ def test_the_presets_are_package_data():
     assert "*.toml" in setuptools["package-data"]["ppomq.presets"]
     shipped = sorted(p.stem for p in (REPO / "src" / "ppomq" / "presets").glob("*.toml"))
     assert shipped == preset_names()
+
+
+def test_train_takes_the_preset_the_envs_spaces_call_for_when_none_is_named():
+    """CartPole's settings used to be applied to any env without a word: Pong ran with
+    them at a third of the atari preset's speed. `auto`, train's default, picks from the
+    env's spaces; the settings are the picked preset's, as if it had been named."""
+    pytest.importorskip("ale_py", reason="the atari extra is not installed")
+    pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
+    for env_id, picked in [
+        ("ALE/Pong-v5", "atari"),  # uint8 image observations
+        ("HalfCheetah-v5", "mujoco"),  # continuous actions on vector observations
+        ("Pendulum-v1", "mujoco"),
+        ("CartPole-v1", "none"),  # vector observations, discrete actions
+        ("MountainCar-v0", "none"),
+    ]:
+        auto = load_settings(TrainSettings, {"env_id": env_id})
+        named = load_settings(TrainSettings, {"env_id": env_id, "preset": picked})
+        assert _without_preset(auto) == _without_preset(named), env_id
+        assert auto.preset == "auto", env_id
+    pong = load_settings(TrainSettings, {"env_id": "ALE/Pong-v5"})
+    assert (pong.num_envs, pong.num_steps, pong.learning_rate) == (4, 128, 2.5e-4)
+
+
+def test_auto_says_what_in_the_spaces_chose_its_pick():
+    pytest.importorskip("ale_py", reason="the atari extra is not installed")
+    from ppomq.core.settings import auto_preset
+
+    assert auto_preset("ALE/Pong-v5") == ("atari", "uint8 image observations (4, 84, 84)")
+    assert auto_preset("Pendulum-v1") == (
+        "mujoco", "continuous actions (1,) on vector observations (3,)"
+    )  # fmt: skip
+    assert auto_preset("CartPole-v1") == (
+        "none",
+        "float32 observations (4,) with 2 discrete actions",
+    )
+
+
+def test_what_the_user_sets_wins_over_the_picked_preset_and_the_env_stays(tmp_path, monkeypatch):
+    pytest.importorskip("ale_py", reason="the atari extra is not installed")
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("gamma = 0.9\nupdate_epochs = 3\n")
+    monkeypatch.setenv("PPOMQ_ENV_ID", "ALE/Pong-v5")  # the pick reads the env from any layer
+    monkeypatch.setenv("PPOMQ_ENT_COEF", "0.02")
+    s = load_settings(TrainSettings, {"num_envs": 2, "update_epochs": 5}, config_file=str(cfg))
+    assert s.env_id == "ALE/Pong-v5"  # never the preset's own env (Breakout)
+    assert s.num_steps == 128 and s.learning_rate == 2.5e-4  # the preset's
+    assert s.gamma == 0.9  # config file over the preset (0.99)
+    assert s.ent_coef == 0.02  # variable over the preset (0.01)
+    assert s.num_envs == 2 and s.update_epochs == 5  # flags over everything
+
+
+def test_naming_a_preset_or_none_overrides_the_pick():
+    pytest.importorskip("ale_py", reason="the atari extra is not installed")
+    defaults = load_settings(TrainSettings, {"preset": "none"})
+    none = load_settings(TrainSettings, {"env_id": "ALE/Pong-v5", "preset": "none"})
+    assert none.preset == "none" and (none.num_steps, none.learning_rate) == (32, 1e-3)
+    assert _without_preset(none) == _without_preset(defaults) | {"env_id": "ALE/Pong-v5"}
+    named = load_settings(TrainSettings, {"env_id": "ALE/Pong-v5", "preset": "mujoco"})
+    assert named.num_steps == 1024  # what was named, whatever the spaces say
+
+
+def test_a_learner_or_actor_picks_only_when_asked_and_then_as_train_does():
+    """Deployed apart (compose, Kubernetes) a learner and its actors keep what they are
+    given; asked for auto, both pick the same preset from the same env."""
+    pytest.importorskip("ale_py", reason="the atari extra is not installed")
+    pong = {"env_id": "ALE/Pong-v5"}
+    assert load_settings(LearnerSettings, pong).num_steps == 32
+    assert load_settings(ActorSettings, pong).num_steps == 32
+    learner = load_settings(LearnerSettings, {**pong, "preset": "auto"})
+    actor = load_settings(ActorSettings, {**pong, "preset": "auto"})
+    assert (learner.num_envs, learner.num_steps) == (actor.num_envs, actor.num_steps) == (4, 128)

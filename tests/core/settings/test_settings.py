@@ -94,8 +94,8 @@ def test_docs_settings_table_is_current():
 
     from ppomq.core.settings import settings_table
 
-    doc = Path(__file__).resolve().parents[3] / "docs" / "SETTINGS.md"
-    regenerate = "run: python -m ppomq.core.settings > docs/SETTINGS.md"
+    doc = Path(__file__).resolve().parents[3] / "docs" / "reference" / "settings.md"
+    regenerate = "run: python -m ppomq.core.settings > docs/reference/settings.md"
     assert doc.read_text() == settings_table(), regenerate
 
 

@@ -136,3 +136,32 @@ def test_persisted_data_it_cannot_load_is_one_line_with_redis_own_reason(tmp_pat
     with pytest.raises(UserError, match="Bad file format") as err:
         EmbeddedRedis(data_dir=data, log_path=tmp_path / "redis.log")
     assert "\n" not in str(err.value) and str(tmp_path / "redis.log") in str(err.value)
+
+
+def _bytes_in(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def test_close_compacts_the_append_only_file_to_what_is_live_and_keeps_it(tmp_path):
+    from ppomq.core.store.embedded import EmbeddedRedis
+
+    data = tmp_path / "redis"
+    server = EmbeddedRedis(data_dir=data)
+    client = redis.Redis.from_url(server.url)
+    # As a run publishes: each key rewritten many times, a few values live at the end.
+    for i in range(100):
+        client.set(f"weights:{i % 5}", os.urandom(10_000))  # random: no compression helps
+    live = {k: client.get(k) for k in client.scan_iter()}
+    live_bytes = sum(len(client.dump(k) or b"") for k in live)
+    client.close()
+    written = _bytes_in(data)
+    assert written > 10 * live_bytes  # the log of every write, before it is compacted
+    server.close()
+    assert _bytes_in(data) <= 1.1 * live_bytes + 4096, (_bytes_in(data), live_bytes)
+    again = EmbeddedRedis(data_dir=data)  # a resumed run finds every live key as it was
+    try:
+        client = redis.Redis.from_url(again.url)
+        assert {k: client.get(k) for k in client.scan_iter()} == live
+        client.close()
+    finally:
+        again.close()

@@ -96,3 +96,24 @@ def test_a_persisted_server_finds_its_data_again_after_a_restart(tmp_path):
         assert _latest(again.url) == 1
     finally:
         again.close()
+
+
+def test_the_newest_run_dir_is_the_one_started_last_of_the_run_id_asked(tmp_path):
+    import os
+
+    from ppomq.core.store.run_redis import newest_run_dir
+
+    root = tmp_path / "runs"
+    assert newest_run_dir(root) is None  # no runs/ at all
+    started = {"cartpole-v1-20261126-100000": ("default", 100), "mine-20261126-090000":
+               ("mine", 300), "ale-pong-v5-20261126-110000": ("default", 200)}  # fmt: skip
+    for name, (run_id, at) in started.items():
+        (root / name).mkdir(parents=True)
+        settings = root / name / "settings.json"
+        settings.write_text(json.dumps({"run_id": run_id, "redis_url": "redis://x/0"}))
+        os.utime(settings, (at, at))
+    (root / "compare-a-vs-b").mkdir()  # `ppomq bench compare` output: not a run dir
+    (root / "notes.txt").write_text("")
+    assert newest_run_dir(root) == root / "mine-20261126-090000"
+    assert newest_run_dir(root, run_id="default") == root / "ale-pong-v5-20261126-110000"
+    assert newest_run_dir(root, run_id="other") is None

@@ -7,6 +7,7 @@ from collections import Counter
 
 import msgpack
 import numpy as np
+import pytest
 import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,6 +38,7 @@ class _Peer:
         return code
 
 
+@pytest.mark.slow  # about 25 s: the full test tier's, not `make test`'s
 def test_ten_thousand_bad_messages_over_tcp_each_rejected_with_its_reason():
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()

@@ -11,7 +11,8 @@ ppomq/presets/, each value citing its source; anything set another way overrides
 # One job a module: _base (the prefix, the base group), presets (the TOML files in
 # ppomq/presets/), groups (the settings models), layering (flags, env, config file, preset ->
 # load_settings), secrets (secret settings, and what of them may be written down), docs
-# (docs/SETTINGS.md, `python -m ppomq.core.settings`). This package re-exports their names.
+# (docs/reference/settings.md, `python -m ppomq.core.settings`). This package re-exports their
+# names.
 
 # ruff: noqa: F401 (re-exports; __all__ is the star-import list it always was)
 from __future__ import annotations
@@ -44,7 +45,16 @@ from ppomq.core.settings.layering import (
     setting_names,
     settings_env,
 )
-from ppomq.core.settings.presets import preset_names, preset_summary, preset_text, read_preset
+from ppomq.core.settings.presets import (
+    AUTO,
+    NO_PRESET,
+    auto_preset,
+    pick_preset,
+    preset_names,
+    preset_summary,
+    preset_text,
+    read_preset,
+)
 from ppomq.core.settings.secrets import (
     REDACTED,
     SecretUrl,

@@ -1,4 +1,4 @@
-"""`python -m ppomq.core.settings > docs/SETTINGS.md`"""
+"""`python -m ppomq.core.settings > docs/reference/settings.md`"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""docs/SETTINGS.md, generated from the settings groups (`python -m ppomq.core.settings`)."""
+"""docs/reference/settings.md, generated from the settings groups.
+
+`python -m ppomq.core.settings > docs/reference/settings.md`; a test keeps the page current.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from ppomq.core.settings.groups import (
 
 
 def settings_table() -> str:
-    """docs/SETTINGS.md: every setting, its variable, default, and which services read it."""
+    """docs/reference/settings.md: every setting, its variable, default, and who reads it."""
     services = {
         "train": TrainSettings,
         "learner": LearnerSettings,

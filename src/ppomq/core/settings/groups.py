@@ -8,25 +8,29 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from ppomq.core.settings._base import SettingsGroup
-from ppomq.core.settings.presets import preset_names, unknown_preset
+from ppomq.core.settings.presets import AUTO, NO_PRESET, preset_names, unknown_preset
 from ppomq.core.settings.secrets import SecretUrl
+
+PRESET_HELP = (
+    "Start from a named set of published hyper-parameters, ppomq/presets/NAME.toml "
+    f"({', '.join(preset_names())}; `ppomq presets` lists them). A config file, PPOMQ_* "
+    f"variables and flags override its values. {AUTO}: picked from the env's spaces (uint8 "
+    "image observations: atari; continuous actions on vector observations: mujoco; else "
+    f"none), the default of `ppomq train`, which names its pick in its first line. "
+    f"{NO_PRESET} (or empty, the default of `ppomq learner` and `ppomq actor`): the built-in "
+    "defaults, which are the cartpole preset's."
+)
 
 
 class PresetSettings(SettingsGroup):
     """Which preset a learner, actor or `ppomq train` starts from (applied by load_settings)."""
 
-    preset: str = Field(
-        "",
-        description="Start from a named set of published hyper-parameters, "
-        f"ppomq/presets/NAME.toml ({', '.join(preset_names())}; `ppomq presets` lists them). "
-        "A config file, PPOMQ_* variables and flags override its values. Empty: the "
-        "built-in defaults, which are the cartpole preset's.",
-    )
+    preset: str = Field("", description=PRESET_HELP)
 
     @field_validator("preset")
     @classmethod
     def _known(cls, value: str) -> str:
-        if value and value not in preset_names():
+        if value and value not in (AUTO, NO_PRESET, *preset_names()):
             raise ValueError(unknown_preset(value))
         return value
 
@@ -46,8 +50,8 @@ class CommonSettings(SettingsGroup):
     log_json: bool = Field(False, description="Log one JSON object per line.")
     events_file: str = Field(
         "",
-        description="Append this process's events (JSON lines, docs/events.md) to this file; "
-        "empty: none. `ppomq train` writes RUN_DIR/events.jsonl when empty, and points its "
+        description="Append this process's events (JSON lines, docs/concepts/events.md) to this "
+        "file; empty: none. `ppomq train` writes RUN_DIR/events.jsonl when empty, and points its "
         "children at the file it writes.",
     )
     metrics_port: int = Field(
@@ -82,7 +86,7 @@ class TransportSettings(SettingsGroup):
 
 class CurveServerSettings(SettingsGroup):
     """CURVE on a binding socket (learner, weightserver); required beyond loopback,
-    README "Authentication"."""
+    docs/guides/security.md."""
 
     curve_server_cert: str = Field(
         "",
@@ -105,7 +109,7 @@ class CurveServerSettings(SettingsGroup):
 
 
 class CurveClientSettings(SettingsGroup):
-    """CURVE on a connecting socket (actor), README "Authentication"."""
+    """CURVE on a connecting socket (actor), docs/guides/security.md."""
 
     curve_actor_cert: str = Field(
         "",
@@ -431,6 +435,10 @@ class ActorSettings(
 class TrainSettings(LearnerSettings, ActorLoopSettings):
     """`ppomq train`: every learner and actor setting, plus how to run them locally."""
 
+    # auto here alone: `ppomq train` sets every child's settings itself, while a learner
+    # and actors deployed apart (compose, Kubernetes) keep what they are given.
+    preset: str = Field(AUTO, description=PRESET_HELP)
+
     redis_url: SecretUrl | None = Field(  # type: ignore[assignment]
         None, description="Use this Redis instead of starting an embedded redis-server."
     )
@@ -454,7 +462,7 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
     )
     # On by default, loopback too: on plain ZeroMQ any local process can send rollouts
     # under an actor's id (and lock it out with a huge seq) or read the weights. Its cost
-    # is measured in docs/security.md.
+    # is measured in docs/guides/security.md.
     curve: bool = Field(
         True,
         description="CURVE on the run's sockets, with keys made for it in RUN_DIR/keys "

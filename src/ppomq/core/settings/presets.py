@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -9,6 +10,11 @@ from typing import Any
 
 from ppomq.core.errors import UsageError
 from ppomq.core.settings._base import ENV_PREFIX
+
+# Not files: `auto` picks a preset from the env's spaces (pick_preset), `none` (or an empty
+# value) takes none, the built-in defaults (which are the cartpole preset's).
+AUTO = "auto"
+NO_PRESET = "none"
 
 
 def _presets_dir() -> Traversable:
@@ -23,7 +29,38 @@ def preset_names() -> list[str]:
 
 
 def unknown_preset(name: str) -> str:
-    return f"unknown preset {name!r}; the presets are: {', '.join(preset_names())}"
+    names = ", ".join(preset_names())
+    return f"unknown preset {name!r}; the presets are: {names} (or {AUTO} or {NO_PRESET})"
+
+
+def pick_preset(obs_space: Any, action_space: Any) -> tuple[str, str]:
+    """What `--preset auto` takes for an env with these spaces, and why, in words: uint8
+    image observations -> atari (CleanRL's Atari settings and the Nature CNN); continuous
+    (Box) actions on vector observations -> mujoco (CleanRL's continuous-control
+    settings); anything else -> none, the built-in defaults (tuned for CartPole-class
+    tasks: vector observations, discrete actions)."""
+    from gymnasium import spaces
+
+    shape = tuple(int(d) for d in getattr(obs_space, "shape", None) or ())
+    dtype = str(getattr(obs_space, "dtype", ""))
+    if dtype == "uint8" and len(shape) >= 2:
+        return "atari", f"uint8 image observations {shape}"
+    discrete = isinstance(action_space, spaces.Discrete)
+    if isinstance(action_space, spaces.Box) and len(shape) == 1:
+        actions = tuple(int(d) for d in action_space.shape)
+        return "mujoco", f"continuous actions {actions} on vector observations {shape}"
+    actions = f"{int(action_space.n)} discrete actions" if discrete else "its actions"
+    return NO_PRESET, f"{dtype} observations {shape} with {actions}"
+
+
+@functools.lru_cache(maxsize=8)
+def auto_preset(env_id: str) -> tuple[str, str]:
+    """`pick_preset` for `env_id`, from one env made and closed to read its spaces; an
+    unknown env, or one ppomq cannot train on, is a one-line UsageError. Kept per env id:
+    a process that asks again (the launcher, the first line it prints) makes no env."""
+    from ppomq.core.envs import spaces_of
+
+    return pick_preset(*spaces_of(env_id))
 
 
 def preset_text(name: str) -> str:

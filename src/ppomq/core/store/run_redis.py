@@ -22,8 +22,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis
+from pydantic import Secret
 
 from ppomq.core.errors import NotFoundError, UsageError, UserError
+from ppomq.core.rundir import RUNS_ROOT
 from ppomq.core.settings.secrets import REDACTED, redact_url
 from ppomq.core.store.connect import make_redis
 from ppomq.core.store.embedded import (
@@ -144,6 +146,40 @@ def serve_copy(data_dir: Path) -> Iterator[str]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def newest_run_dir(root: Path = RUNS_ROOT, *, run_id: str | None = None) -> Path | None:
+    """The run dir under `root` that `ppomq train` started or resumed last (the newest
+    settings.json, which each start writes), of run `run_id` when given; None if none."""
+    newest: tuple[float, Path] | None = None
+    try:
+        entries = list(root.iterdir())
+    except OSError:  # no runs/ here
+        return None
+    for entry in entries:
+        settings = entry / "settings.json"
+        try:
+            mtime = settings.stat().st_mtime
+            if run_id is not None and json.loads(settings.read_text()).get("run_id") != run_id:
+                continue
+        except (OSError, ValueError, AttributeError):
+            continue  # not a run dir (a `ppomq bench compare` output), or not readable
+        if newest is None or mtime > newest[0]:
+            newest = (mtime, entry)
+    return newest[1] if newest else None
+
+
+def chosen_run_dir_line(run_dir: Path, root: Path = RUNS_ROOT) -> str:
+    """What a reader says first when it read the newest run dir, having been told none."""
+    return f"run dir {run_dir} (the newest under {root}/; --run-dir RUN_DIR reads another)"
+
+
+def no_run_found(url: str | Secret[str], root: Path = RUNS_ROOT) -> NotFoundError:
+    """Told no run, finding none under `root` and no Redis at the default `url`."""
+    return NotFoundError(
+        f"no run found (no run dir under {root}/, no Redis at {redact_url(url)}); "
+        "pass --run-dir RUN_DIR or --redis-url URL"
+    )
+
+
 def _recorded_url(recorded: str, given: str | None, run_dir: Path) -> str:
     """The recorded URL; `given` (or PPOMQ_REDIS_URL) where the recorded one lost its
     password to redaction (settings.json keeps no secret)."""
@@ -188,6 +224,9 @@ __all__ = [
     "LIVE",
     "PERSISTED",
     "RunRedis",
+    "chosen_run_dir_line",
+    "newest_run_dir",
+    "no_run_found",
     "open_run_redis",
     "read_run_settings",
     "serve_copy",
