@@ -22,7 +22,6 @@ import argparse
 import contextlib
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -135,24 +134,21 @@ def _run(args: argparse.Namespace) -> int:
     from ppomq.core.store.run_redis import (
         LIVE,
         PERSISTED,
-        chosen_run_dir_line,
-        newest_run_dir,
         no_run_found,
         open_run_redis,
+        run_dir_to_read,
     )
 
     if args.forget_after_s < 0:
         raise UsageError("--forget-after-s must be >= 0 (0 lists every actor ever seen)")
     if args.top < 0:
         raise UsageError("--top must be >= 0 (0 shows no actor rows, --all every one)")
-    run_dir = Path(args.run_dir) if args.run_dir else None
-    # Told no run and no Redis: the run `ppomq train` started last here, else the default
-    # Redis, as a deployment's (compose) is reached.
-    told_nothing = run_dir is None and not (args.redis_url or os.environ.get("PPOMQ_REDIS_URL"))
-    if told_nothing:
-        run_dir = newest_run_dir(run_id=args.run_id or os.environ.get("PPOMQ_RUN_ID"))
-        if run_dir is not None:  # said first; on stderr under --json, which is one object
-            print(chosen_run_dir_line(run_dir), file=sys.stderr if args.json else sys.stdout)
+    run_dir, told_nothing = run_dir_to_read(
+        Path(args.run_dir) if args.run_dir else None,
+        args.redis_url,
+        args.run_id,
+        as_json=args.json,
+    )
     with contextlib.ExitStack() as stack:
         if run_dir is not None:
             run = stack.enter_context(

@@ -17,7 +17,6 @@ import contextlib
 import datetime as dt
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -138,26 +137,17 @@ class _Session:
     def __init__(self, args: argparse.Namespace, stack: contextlib.ExitStack) -> None:
         from ppomq.core.errors import RedisUnavailableError
         from ppomq.core.store.connect import connect_redis, redis_errors
-        from ppomq.core.store.run_redis import (
-            chosen_run_dir_line,
-            newest_run_dir,
-            no_run_found,
-            open_run_redis,
-        )
+        from ppomq.core.store.run_redis import no_run_found, open_run_redis, run_dir_to_read
         from ppomq.core.store.weight_store import WeightStore
 
         flags = vars(args)
         self.run: RunRedis | None = None
-        run_dir = Path(flags["run_dir"]) if "run_dir" in flags else None
-        # Told no run and no Redis: the run `ppomq train` started last here, else the
-        # default Redis, as a deployment's (compose) is reached.
-        told_nothing = (
-            run_dir is None and "redis_url" not in flags and not os.environ.get("PPOMQ_REDIS_URL")
+        run_dir, told_nothing = run_dir_to_read(
+            Path(flags["run_dir"]) if "run_dir" in flags else None,
+            flags.get("redis_url"),
+            flags.get("run_id"),
+            as_json=args.json,
         )
-        if told_nothing:
-            run_dir = newest_run_dir(run_id=flags.get("run_id") or os.environ.get("PPOMQ_RUN_ID"))
-            if run_dir is not None:  # said first; on stderr where stdout is one document
-                print(chosen_run_dir_line(run_dir), file=sys.stderr if args.json else sys.stdout)
         if run_dir is not None:
             self.run = stack.enter_context(
                 open_run_redis(

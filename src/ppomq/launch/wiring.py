@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ppomq.core.rundir import RUNS_ROOT
 from ppomq.core.settings import TrainSettings, settings_env
 
 # The run id a run has when none is given: its run dir is then named for its env instead.
@@ -48,7 +49,7 @@ def port_of(bind: str) -> int | None:
     return int(port) if bind.startswith("tcp://") and port.isdigit() else None
 
 
-def new_run_dir(run_id: str, env_id: str, root: Path = Path("runs")) -> Path:
+def new_run_dir(run_id: str, env_id: str, root: Path = RUNS_ROOT) -> Path:
     """A run dir of its own, created here: named for the env (or the run id, when one was
     given) and the second it started; runs started in the same second get -2, -3, ..."""
     name = _slug(env_id) if run_id == DEFAULT_RUN_ID else _slug(run_id)

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -167,9 +168,24 @@ def newest_run_dir(root: Path = RUNS_ROOT, *, run_id: str | None = None) -> Path
     return newest[1] if newest else None
 
 
-def chosen_run_dir_line(run_dir: Path, root: Path = RUNS_ROOT) -> str:
-    """What a reader says first when it read the newest run dir, having been told none."""
-    return f"run dir {run_dir} (the newest under {root}/; --run-dir RUN_DIR reads another)"
+def run_dir_to_read(
+    run_dir: Path | None, redis_url: str | None, run_id: str | None, *, as_json: bool
+) -> tuple[Path | None, bool]:
+    """The run dir a reader (`ppomq status`, `ppomq weights`) reads, and whether it was told
+    neither a run dir nor a Redis URL. Told nothing, it reads the run `ppomq train` started
+    last here (of `run_id` when given) and says so first (on stderr under --json, whose
+    stdout is one document); finding none, it goes on to the default Redis, as a
+    deployment's (compose) is reached."""
+    told_nothing = run_dir is None and not (redis_url or os.environ.get("PPOMQ_REDIS_URL"))
+    if not told_nothing:
+        return run_dir, False
+    newest = newest_run_dir(run_id=run_id or os.environ.get("PPOMQ_RUN_ID"))
+    if newest is not None:
+        print(
+            f"run dir {newest} (the newest under {RUNS_ROOT}/; --run-dir RUN_DIR reads another)",
+            file=sys.stderr if as_json else sys.stdout,
+        )
+    return newest, True
 
 
 def no_run_found(url: str | Secret[str], root: Path = RUNS_ROOT) -> NotFoundError:
@@ -224,10 +240,10 @@ __all__ = [
     "LIVE",
     "PERSISTED",
     "RunRedis",
-    "chosen_run_dir_line",
     "newest_run_dir",
     "no_run_found",
     "open_run_redis",
     "read_run_settings",
+    "run_dir_to_read",
     "serve_copy",
 ]
