@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from ppomq.actor.flow_control import FlowControl
 from ppomq.actor.identity import actor_index_of, new_actor_id
 from ppomq.actor.policy_sync import RunFinished, Stopped, WeightsPrefetcher, refresh_weights
+from ppomq.actor.routing import rollout_endpoint
 from ppomq.actor.runner import EnvRunner
 from ppomq.actor.sending import send_until_taken
 from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
@@ -69,21 +71,26 @@ def _act(settings: ActorSettings, stop: WarmStop, heartbeat: Heartbeat | None = 
     seeds = [env_seed(s.seed, index, i) for i in range(s.num_envs)]
     envs = make_vector_env(s.env_id, s.num_envs, seeds, s.vectorization, s.env_backend)
     actor_id = new_actor_id(index, curve)
-    loop = ActorLoop(
-        settings=s,
-        actor_id=actor_id,
-        runner=EnvRunner(envs=envs, spec=spec, run_id=s.run_id, actor_id=actor_id, env_id=s.env_id),
-        weights=WeightsPrefetcher(
-            WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms, curve=curve)
-        ),
-        sender=RolloutSender(
-            s.learner_addr,
+
+    def connect(endpoint: str) -> RolloutSender:
+        return RolloutSender(
+            endpoint,
             hwm=s.rollout_hwm,
             heartbeat_ivl_ms=s.heartbeat_ivl_ms,
             heartbeat_timeout_ms=s.heartbeat_timeout_ms,
             max_message_bytes=s.max_message_bytes,
             curve=curve,
+        )
+
+    loop = ActorLoop(
+        settings=s,
+        actor_id=actor_id,
+        index=index,
+        runner=EnvRunner(envs=envs, spec=spec, run_id=s.run_id, actor_id=actor_id, env_id=s.env_id),
+        weights=WeightsPrefetcher(
+            WeightsClient(s.weightserver_addr, timeout_ms=s.weights_timeout_ms, curve=curve)
         ),
+        connect=connect,
         events=events_writer(s, f"actor-{index}"),
         stop=stop,
         beat=heartbeat.beat if heartbeat is not None else lambda: None,
@@ -110,9 +117,10 @@ class ActorLoop:
         *,
         settings: ActorSettings,
         actor_id: str,
+        index: int,
         runner: EnvRunner,
         weights: WeightsPrefetcher,
-        sender: RolloutSender,
+        connect: Callable[[str], RolloutSender],
         events: EventWriter,
         stop: WarmStop,
         beat: Callable[[], None],
@@ -121,7 +129,11 @@ class ActorLoop:
         self.actor_id = actor_id
         self.runner = runner
         self.weights = weights
-        self.sender = sender
+        # The rollout socket, to --learner-addr until the weights name a learner group's
+        # rank for this actor (routing.py); `connect` makes one for an endpoint.
+        self.index = index
+        self.connect = connect
+        self.sender = connect(settings.learner_addr)
         self.events = events
         self.stop = stop
         self.beat = beat
@@ -165,12 +177,24 @@ class ActorLoop:
             return
         self.version, self.policy, actor_map = got
         self.flow.new_version(actor_map)
+        self._route(actor_map)
         # What the learner asks actors to do outside the network comes with each version;
         # reward statistics carry on while its settings stay the same.
         reward_norm = actor_map.get("reward_norm")
         if self.runner.configure_rewards(reward_norm):
             log.info("actor %s: reward normalization %s from v%d", self.actor_id,
                      reward_norm or "off", self.version)  # fmt: skip
+
+    def _route(self, actor_map: dict[str, Any]) -> None:
+        """Send to the learner the weights name for this actor, reconnecting if it moved.
+        Batches queued for the old one may be lost; the ledger counts them in flight."""
+        endpoint, rank = rollout_endpoint(actor_map, self.index, self.s.learner_addr)
+        if endpoint == self.sender.endpoint:
+            return
+        self.sender.close()
+        self.sender = self.connect(endpoint)
+        where = "" if rank is None else f" (learner rank {rank} of {len(actor_map['learners'])})"
+        log.info("actor %s: sending rollouts to %s%s", self.actor_id, endpoint, where)
 
     def _sample_and_send(self) -> None:
         assert self.policy is not None

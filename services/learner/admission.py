@@ -164,10 +164,20 @@ class Admission:
         return dict(out)
 
     def waste_ratio(self) -> float:
-        """Valid batches received but not trained on, over valid batches received."""
-        if not self.produced_batches:
-            return 0.0
-        return (self.produced_batches - self.gate.accepted) / self.produced_batches
+        return waste_ratio(self.produced_batches, self.gate.accepted)
+
+    def counts(self) -> dict[str, Any]:
+        """The counters a learner group adds up over its ranks (sum_counts) for the
+        status, the metrics and the summary."""
+        return {
+            "batches_accepted": self.gate.accepted,
+            "rejects": self.rejects(),
+            "discarded_env_steps": self.discarded_env_steps,
+            "batches_produced": self.produced_batches,
+            "live_actors": len(self.roster.live()),
+            "ledger": self.ledger.totals_view(),
+            "policy_age_histogram": {str(k): v for k, v in sorted(self.gate.ages.items())},
+        }
 
     def get_state(self) -> dict[str, Any]:
         """The checkpoint's share of admission (its keys are the checkpoint's counters)."""
@@ -196,3 +206,21 @@ class Admission:
             ]})  # fmt: skip
         # Bounded: only the actors the ledger keeps (a checkpoint under a larger cap).
         self.actors = {k: v for k, v in actors.items() if k in self.ledger.actors}
+
+
+def sum_counts(items: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counters of several ranks added up key by key: numbers summed, maps merged the same
+    way (a key one rank lacks counts as 0)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        for key, value in item.items():
+            if isinstance(value, dict):
+                out[key] = sum_counts([out.get(key, {}), value])
+            else:
+                out[key] = out.get(key, 0) + value
+    return out
+
+
+def waste_ratio(produced: int, accepted: int) -> float:
+    """Valid batches received but not trained on, over valid batches received."""
+    return (produced - accepted) / produced if produced else 0.0

@@ -26,6 +26,7 @@ from ppomq.core.rundir import (
 from ppomq.core.settings import LearnerSettings
 from ppomq.core.signals import FastStop, WarmStop
 from ppomq.core.storage import storage_error
+from ppomq.learner.admission import waste_ratio
 from ppomq.learner.loop import LearnerLoop
 
 log = logging.getLogger("ppomq.learner")
@@ -110,33 +111,45 @@ def finish_run(
             log.exception("final evaluation failed; summary.json says final_eval_return null")
     wall = run.wall_s
     phases = dict(run.phase_totals)
-    rejects = admission.rejects()
+    # A learner group's counters are the sums over its ranks, its actors every rank's.
+    counts = loop.counts()
+    rejects = counts["rejects"]
+    totals = counts["ledger"]
+    actors = admission.actors if loop.group_actors is None else loop.group_actors
+    ledger = admission.ledger.summary()
+    if loop.group_ledger is not None:
+        ledger["actors"] = dict(sorted(loop.group_ledger.items()))
+    ledger["totals"] = totals
+    produced, accepted = counts["batches_produced"], counts["batches_accepted"]
     summary = {
         "env_id": settings.env_id,
         "mode": settings.mode,
         # The actors that trained (an accepted batch each), not the --actors hint: under
         # `compose --scale actor=4` or an HPA the hint says nothing of what ran.
         # Counted by the ledger: actors forgotten since (bounded state) still count.
-        "actors": admission.ledger.totals["actors_trained"],
+        "actors": totals["actors_trained"],
         "actors_hint": settings.actors,
+        "learners": 1 if loop.group is None else loop.group.world_size,
         "run_id": settings.run_id,
         # Accepted batches only; refused (stale ...) batches' env steps are discarded.
         "total_env_steps": run.env_steps,
-        "discarded_env_steps": admission.discarded_env_steps,
+        "discarded_env_steps": counts["discarded_env_steps"],
         "trained_samples": run.trained_samples,
         "wall_seconds": round(wall, 3),
         "sps": round(run.env_steps / max(wall, 1e-9), 1),
         "versions": run.version,
-        "batches_produced": admission.produced_batches,  # valid batches received, accepted or not
-        "batches_accepted": admission.gate.accepted,
+        "batches_produced": produced,  # valid batches received, accepted or not
+        "batches_accepted": accepted,
         "batches_rejected": rejects,
         # Valid batches dropped at a full queue for newer ones (async): waste, not refusals.
-        "batches_surplus": admission.ledger.totals["surplus"],
+        "batches_surplus": totals["surplus"],
         # Valid batches received but not trained on (stale, duplicate, surplus ...) over
         # valid batches received: invalid messages are no one's production, and are
         # counted apart (batches_rejected, the ledger's invalid and unattributed).
-        "waste_ratio": admission.waste_ratio(),
-        "policy_age_histogram": {str(k): v for k, v in sorted(admission.gate.ages.items())},
+        "waste_ratio": waste_ratio(produced, accepted),
+        "policy_age_histogram": dict(
+            sorted(counts["policy_age_histogram"].items(), key=lambda kv: int(kv[0]))
+        ),
         "learner_time_s": {k: round(v, 3) for k, v in phases.items()},
         "solve_threshold": threshold,
         "solved_at_env_steps": run.recorder.solved_at_env_steps,
@@ -159,12 +172,12 @@ def finish_run(
                 "env_steps": v["env_steps"],
                 "discarded_env_steps": v.get("discarded_env_steps", 0),
             }
-            for k, v in sorted(admission.actors.items())
+            for k, v in sorted(actors.items())
         },
         "learner_restarts": run.restarts,
         # Per actor kept (bounded: --max-actors, --forget-actor-after-s) and totals of every
         # actor seen: sent = received + lost_in_flight, received = accepted + rejected.
-        "ledger": admission.ledger.summary(),
+        "ledger": ledger,
     }
     with stop.shielded() if stop is not None else nullcontext():
         disk = (

@@ -3,17 +3,23 @@
 Built from parts, each with one job and testable alone:
 - Admission (admission.py): which batches are trained on; every per-actor state.
 - PPOTrainer (trainer.py): batches -> one update. Its gradient step writes one flat buffer
-  that a learner group can all-reduce before the optimizer step (`reduce_gradients`).
+  that a learner group (group.py) all-reduces before the optimizer step.
 - Publisher (publisher.py): versions into Redis, with retry; the finished marker.
 - RunState (run_state.py): the run's counters, clock and records; its end.
 - StatusWriter (status.py): what `ppomq status` reads.
 No sockets here: batches come from a queue (the receiving thread fills it), so tests drive
 the loop directly.
+
+In a learner group every rank runs this loop on its own actors' batches. Before each
+update the ranks exchange what they accepted (env steps, episodes, counters) and whether
+the run ends; then they update together. Rank 0 alone publishes, records, writes the
+status and checkpoints, for the group.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import time
 from collections import Counter
@@ -26,10 +32,11 @@ from ppomq.core.rundir import RunRecorder
 from ppomq.core.settings import LearnerSettings
 from ppomq.core.signals import WarmStop
 from ppomq.core.store.weight_store import WeightStore
-from ppomq.learner.admission import Admission
+from ppomq.learner.admission import Admission, sum_counts
 from ppomq.learner.checkpoint import CKPT_NAME, weights_digest, write_checkpoint
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
+from ppomq.learner.group import LearnerGroup, straggler_quorum
 from ppomq.learner.publisher import Publisher
 from ppomq.learner.roster import ReceivingClock
 from ppomq.learner.run_state import RunState
@@ -55,10 +62,11 @@ class LearnerLoop:
         batches: queue.Queue[RolloutBatch],
         run: RunState,
         admission: Admission,
-        publisher: Publisher,
-        status: StatusWriter,
+        publisher: Publisher | None,
+        status: StatusWriter | None,
         metrics: LearnerMetrics,
         receiving: ReceivingClock | None = None,
+        group: LearnerGroup | None = None,
     ) -> None:
         self.s = settings
         self.trainer = trainer
@@ -68,6 +76,17 @@ class LearnerLoop:
         self.publisher = publisher
         self.status = status
         self.metrics = metrics
+        self.group = group
+        # Rank 0 of a group, or a learner alone: it publishes, records and checkpoints.
+        self.lead = group is None or group.lead
+        # The other ranks' counters as of the last update (rank 0 adds them up), and once
+        # the run is over every rank's per-actor rows (the summary's).
+        self.others: list[dict[str, Any]] = []
+        self.group_actors: dict[str, Any] | None = None
+        self.group_ledger: dict[str, Any] | None = None
+        # True while an update changes the parameters: a group lost then leaves them
+        # half-stepped, and no checkpoint may be written of them.
+        self.torn = False
         # The roster's clock: stopped while this loop trains and publishes (step).
         self.receiving = receiving or ReceivingClock()
         # Async: samples per update, fixed for the run whatever number of actors is live,
@@ -75,6 +94,8 @@ class LearnerLoop:
         self.update_samples = settings.batch_samples or (
             settings.actors * settings.num_envs * settings.num_steps
         )
+        if group is not None:  # the same total batch, shared by the ranks
+            self.update_samples = math.ceil(self.update_samples / group.world_size)
         # What each actor may send per version (published to them: actor_config); 0: any.
         self.flow = 1 if settings.mode == "sync" else settings.batches_per_version
         self._counts_at = float("-inf")
@@ -83,6 +104,7 @@ class LearnerLoop:
     def publish(self, stop: WarmStop | None = None) -> float:
         """Publish the current version (the weights' one trip to the host per version);
         returns the seconds it took."""
+        assert self.publisher is not None
         return self.publisher.publish(
             self.run.version,
             self.trainer.host_state(),
@@ -105,16 +127,23 @@ class LearnerLoop:
         admission = self.admission
         self.take_door()
         admission.forget(admission.ledger.prune())
+        counts = self.counts()
         self.metrics.record_counts(
-            accepted=admission.gate.accepted,
-            rejects=admission.rejects(),
-            discarded_env_steps=admission.discarded_env_steps,
-            ledger=admission.ledger.totals_view(),
+            accepted=counts["batches_accepted"],
+            rejects=counts["rejects"],
+            discarded_env_steps=counts["discarded_env_steps"],
+            ledger=counts["ledger"],
         )
         self.write_status()
 
+    def counts(self) -> dict[str, Any]:
+        """Admission's counters: this learner's, or on rank 0 of a group the group's."""
+        own = self.admission.counts()
+        return sum_counts([own, *self.others]) if self.lead and self.others else own
+
     def write_status(self) -> None:
-        self.status.write(self.run, self.admission)
+        if self.status is not None:
+            self.status.write(self.run, self.admission, self.counts())
 
     def collect(self, stop: WarmStop) -> list[RolloutBatch]:
         """Admitted batches for one update.
@@ -134,6 +163,8 @@ class LearnerLoop:
         last_arrival = waiting_since = time.monotonic()
         said_waiting = False
         while not stop.requested and not self.run.done():
+            if self.group is not None:
+                self.group.check()  # a lost rank: GroupLostError, never a wait forever
             arrived = self._arrivals()
             self.take_door()
             self.publish_counts()
@@ -156,14 +187,32 @@ class LearnerLoop:
                 log.info("no new batch for %.1f s: training version %d on the %d batch(es) "
                          "it has", timeout, self.run.version, len(out))  # fmt: skip
                 break
+            if self.group is not None and self._group_goes(out, samples):
+                break
             if not out and not said_waiting and now - waiting_since > max(timeout, 10.0):
                 said_waiting = True
                 log.warning("no rollouts for %.0f s; waiting for actors to send to %s",
                             now - waiting_since, self.s.rollout_bind)  # fmt: skip
+        if self.group is not None:
+            self.group.mark_ready(self.run.version)
         stopping = stop.requested or self.run.done()
         if stopping and self.s.mode == "sync" and not self.admission.roster.quorum(contributors):
             return []  # stopping mid-set: a partial set would not be synchronous PPO
         return out
+
+    def _group_goes(self, out: list[RolloutBatch], samples: int) -> bool:
+        """Whether this rank of a group stops collecting for the others: it has no live
+        actor to wait for and another rank is ready (it takes part with nothing), or
+        DD-PPO's straggler rule (--sync-frac of the ranks ready, --min-share held)."""
+        assert self.group is not None
+        ready = self.group.ready_count(self.run.version)
+        if not out:
+            return ready >= 1 and not self.admission.roster.live()
+        return (
+            self.s.sync_frac < 1
+            and ready >= straggler_quorum(self.group.world_size, self.s.sync_frac)
+            and samples >= self.s.min_share * self.update_samples
+        )
 
     def _arrivals(self) -> list[RolloutBatch]:
         """What the queue holds now, waiting briefly for one batch."""
@@ -194,63 +243,95 @@ class LearnerLoop:
         """One update; False when there was nothing to train on (stopping)."""
         t0 = time.perf_counter()
         batches = self.collect(stop)
-        t_wait = time.perf_counter() - t0
-        if not batches:
+        if self.group is not None:
+            if not self._agree(bool(batches), stop):
+                return False
+        elif not batches:
             return False
+        t_wait = time.perf_counter() - t0
         # Actors wait for this version meanwhile: the time from here to the next collect
         # is no silence of theirs (roster.py).
         with self.receiving.busy():
             self._train(batches, t_wait, stop)
         return True
 
+    def _agree(self, holding: bool, stop: WarmStop) -> bool:
+        """A group's ranks, before an update: every rank's share of env steps, episodes
+        and counters, and whether the run ends (any rank's stop signal or end is every
+        rank's). True when some rank holds batches: then every rank updates."""
+        assert self.group is not None
+        run = self.run
+        mine = {
+            "share": run.take_share(),
+            "holding": holding,
+            "done": run.done(),
+            "signum": stop.signum if stop.requested else None,
+            "counts": self.admission.counts(),
+        }
+        every = self.group.share(mine)
+        run.merge_shares([r["share"] for r in every])
+        self.others = [r["counts"] for i, r in enumerate(every) if i != self.group.rank]
+        signum = next((r["signum"] for r in every if r["signum"] is not None), None)
+        if signum is not None and not stop.requested:
+            stop.requested, stop.signum = True, signum  # stopped with the rank signalled
+        run.group_done = any(r["done"] for r in every) or run.done()
+        return any(r["holding"] for r in every)
+
     def _train(self, batches: list[RolloutBatch], t_wait: float, stop: WarmStop) -> None:
         """Train on `batches`, publish the new version, record it, checkpoint when due."""
         run = self.run
+        self.torn = True
         stats = self.trainer.update(batches, run.env_steps)
+        self.torn = False
         run.trained_samples += int(stats["charts/samples"])
         run.version += 1
         self.take_door()  # before any actor can hold this version's weights
-        t_publish = self.publish(stop)
+        t_publish = self.publish(stop) if self.lead else 0.0
         self.admission.roster.new_version()
         for name, value in (
             ("wait", t_wait),
             ("targets", stats["time/learner_targets"]),
             ("sgd", stats["time/learner_sgd"]),
+            ("allreduce", stats.get("time/learner_allreduce", 0.0)),
             ("publish", t_publish),
         ):
-            run.phase_totals[name] += value
-        self._record(stats, t_wait, t_publish)
+            if value or name != "allreduce":  # a learner alone has no collectives
+                run.phase_totals[name] += value
+        if self.lead:
+            self._record(stats, t_wait, t_publish)
         run.updated_at = time.time()
         self.publish_counts(force=True)
-        if time.monotonic() - self._checkpoint_at >= self.s.checkpoint_interval_s:
+        if self.lead and time.monotonic() - self._checkpoint_at >= self.s.checkpoint_interval_s:
             self.checkpoint()
 
     def _record(self, stats: dict[str, float], t_wait: float, t_publish: float) -> None:
         """One update's row in progress.csv and TensorBoard, and its figures on /metrics."""
         run, admission = self.run, self.admission
+        assert run.recorder is not None
+        counts = self.counts()
         row = {
             "version": run.version,
             "env_steps": run.env_steps,
             "wall_s": round(run.wall_s, 3),
             "charts/SPS": run.sps,
             "charts/mean_return_20": run.recorder.mean_return,
-            "charts/batches_accepted": admission.gate.accepted,
+            "charts/batches_accepted": counts["batches_accepted"],
             # This incarnation's refusals (the door's and the gate's).
             "charts/batches_rejected": sum(admission.gate.rejected.values())
             + sum(admission.door_rejects.values()),
             "time/learner_wait": t_wait,
             "time/learner_publish": t_publish,
             **stats,
-            "charts/discarded_env_steps": admission.discarded_env_steps,  # last: older CSVs
+            "charts/discarded_env_steps": counts["discarded_env_steps"],  # last: older CSVs
         }
         run.last_stats = row
         run.recorder.add_update(row, env_steps=run.env_steps)
         self.metrics.record_update(
             version=run.version,
             env_steps=run.env_steps,
-            discarded_env_steps=admission.discarded_env_steps,
-            accepted=admission.gate.accepted,
-            rejects=admission.rejects(),
+            discarded_env_steps=counts["discarded_env_steps"],
+            accepted=counts["batches_accepted"],
+            rejects=counts["rejects"],
             phase_s=run.phase_totals,
             sps=row["charts/SPS"],
             mean_return=run.recorder.mean_return,
@@ -271,6 +352,7 @@ class LearnerLoop:
         }
         # The digest of the weights as published (a resume compares it with Redis's): the
         # publish's own when this version's weights were published, else packed again.
+        assert self.publisher is not None, "rank 0 of a group checkpoints, no other"
         version, digest = self.publisher.published
         if version != self.run.version:
             digest = weights_digest(self.trainer.host_state())
@@ -290,19 +372,23 @@ def build_loop(
     *,
     settings: LearnerSettings,
     trainer: PPOTrainer,
-    store: WeightStore,
+    store: WeightStore | None,
     batches: queue.Queue[RolloutBatch],
-    recorder: RunRecorder,
+    recorder: RunRecorder | None,
     door: Door,
     seqs: SeqTracker,
     book: EpisodeBook,
     metrics: LearnerMetrics | None = None,
     clock: Callable[[], float] = time.monotonic,
+    group: LearnerGroup | None = None,
+    learners: list[str] | None = None,
 ) -> LearnerLoop:
     """A loop and its parts for `settings`; `door`, `seqs` and `book` are shared with the
     receiving thread. `metrics`: unregistered ones unless the service passes exported ones
     (tests build many loops). `clock`: the time the roster's receiving clock runs on
-    (ReceivingClock: it stands still while the loop trains and publishes)."""
+    (ReceivingClock: it stands still while the loop trains and publishes). A group's rank
+    other than 0 has no `store` and no `recorder`: rank 0 publishes and records for it;
+    `learners`: every rank's rollout endpoint, which rank 0 publishes to the actors."""
     s = settings
     receiving = ReceivingClock(clock)
     admission = Admission(
@@ -320,10 +406,11 @@ def build_loop(
         settings=s,
         trainer=trainer,
         batches=batches,
-        run=RunState(settings=s, recorder=recorder),
+        run=RunState(settings=s, recorder=recorder, grouped=group is not None),
         admission=admission,
-        publisher=Publisher(store=store, settings=s),
-        status=StatusWriter(redis=store.client, settings=s),
+        publisher=None if store is None else Publisher(store=store, settings=s, learners=learners),
+        status=None if store is None else StatusWriter(redis=store.client, settings=s),
         metrics=metrics or LearnerMetrics(registry=None),
         receiving=receiving,
+        group=group,
     )

@@ -81,7 +81,7 @@ def ppo_loss(
 
     if norm_adv:
         # Per-minibatch normalization, with torch's unbiased std as in CleanRL (37 details #7).
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        advantages = normalize_advantages(advantages, advantages.mean(), advantages.std())
 
     # Clipped surrogate (37 details #8). The max of the negated terms is the min of the
     # surrogates: outside [1 - c, 1 + c] in the direction the advantage pushes, the clipped
@@ -121,6 +121,12 @@ def ppo_loss(
         clip_fraction=clip_fraction,
     )
     return loss, stats
+
+
+def normalize_advantages(advantages: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+    """(A - mean) / (std + 1e-8): a minibatch's advantages on the scale of its statistics
+    (its own, or a learner group's over the same minibatch step on every rank)."""
+    return (advantages - mean) / (std + 1e-8)
 
 
 def adapt_kl_coef(kl_coef: float, kl: float, target: float) -> float:

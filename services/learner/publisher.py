@@ -34,15 +34,18 @@ PUBLISH_RETRY = RedisRetry(first_s=0.1, cap_s=1.0)
 FINISHED_RETRIES = 40
 
 
-def actor_config(settings: LearnerSettings) -> dict[str, Any]:
+def actor_config(settings: LearnerSettings, learners: list[str] | None = None) -> dict[str, Any]:
     """What actors apply outside the network, published in every weights header: how many
     batches they may send per version (the learner owns the update, so it owns how far
-    actors run ahead), and CleanRL's reward scaling (running std of the discounted return,
-    clipped) when --norm-reward."""
+    actors run ahead), CleanRL's reward scaling (running std of the discounted return,
+    clipped) when --norm-reward, and a learner group's rollout endpoints, one per rank
+    (an actor sends to the one its index picks: proto/WEIGHTS.md)."""
     flow = 1 if settings.mode == "sync" else int(settings.batches_per_version)
     out: dict[str, Any] = {"batches_per_version": flow}
     if settings.norm_reward:
         out["reward_norm"] = {"gamma": float(settings.gamma), "clip": 10.0, "epsilon": 1e-8}
+    if learners:
+        out["learners"] = list(learners)
     return out
 
 
@@ -53,12 +56,14 @@ class _StopPublishing(Exception):
 class Publisher:
     """Publishes versions of one run through its WeightStore; remembers the last one."""
 
-    def __init__(self, *, store: WeightStore, settings: LearnerSettings) -> None:
+    def __init__(
+        self, *, store: WeightStore, settings: LearnerSettings, learners: list[str] | None = None
+    ) -> None:
         self.store = store
         self.redis = store.client
         self.keys = RunKeys(settings.run_id)
         self.extra = {"env_id": settings.env_id, "run_id": settings.run_id}
-        self.actor = actor_config(settings)
+        self.actor = actor_config(settings, learners)
         self.published: tuple[int, str] = (-1, "")  # (version, its weights' sha256)
 
     def publish(

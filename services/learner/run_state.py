@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from ppomq.core.rundir import RunRecorder
@@ -12,10 +13,25 @@ from ppomq.core.settings import LearnerSettings
 from ppomq.proto import RolloutBatch
 
 
-class RunState:
-    """Counters that only grow over a run, the learner's clock, and the RunRecorder."""
+@dataclass
+class UpdateShare:
+    """A learner-group rank's accepted env steps and episodes since the last update, sent
+    to every rank before the update (LearnerLoop.step): env steps count for the group once
+    summed, and rank 0 records every rank's episodes."""
 
-    def __init__(self, *, settings: LearnerSettings, recorder: RunRecorder) -> None:
+    env_steps: int = 0
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    unverified: int = 0
+
+
+class RunState:
+    """Counters that only grow over a run, the learner's clock, and the RunRecorder
+    (None on a learner-group rank other than 0: rank 0 records for the group)."""
+
+    def __init__(
+        self, *, settings: LearnerSettings, recorder: RunRecorder | None, grouped: bool = False
+    ) -> None:
         self.total_steps = settings.total_steps
         self.duration_s = settings.duration_s
         self.target_return = settings.target_return
@@ -37,6 +53,11 @@ class RunState:
         # The last update (the learner's liveness probe reads it from the status).
         self.updated_at = time.time()
         self.last_stats: dict[str, float] = {}
+        # In a learner group: what this rank accepted since the last update (merged into
+        # the counters at the update, with every rank's: merge_shares), and whether the
+        # group has ended the run (any rank's end is every rank's).
+        self.share: UpdateShare | None = UpdateShare() if grouped else None
+        self.group_done = False
 
     @property
     def wall_s(self) -> float:
@@ -49,20 +70,51 @@ class RunState:
     def accept(self, batch: RolloutBatch) -> None:
         """An admitted batch's env steps and the episodes its own data makes (episodes.py),
         never its claims."""
-        self.env_steps += batch.num_steps * batch.num_envs
+        steps = batch.num_steps * batch.num_envs
         assert batch.verified is not None  # set by the door or by admission
-        self.recorder.add_episodes(
-            batch.verified.returns, batch.verified.lengths,
-            env_steps=self.env_steps, wall_s=self.wall_s,
-        )  # fmt: skip
+        returns, lengths = list(batch.verified.returns), list(batch.verified.lengths)
+        if self.share is not None:  # a group's: counted once every rank's is known
+            self.share.env_steps += steps
+            self.share.returns += returns
+            self.share.lengths += lengths
+            self.share.unverified += batch.unverified
+            return
+        self.env_steps += steps
+        self._record_episodes(returns, lengths)
         self.episodes_unverified += batch.unverified
 
+    def _record_episodes(self, returns: list[float], lengths: list[int]) -> None:
+        if self.recorder is not None:
+            self.recorder.add_episodes(
+                returns, lengths, env_steps=self.env_steps, wall_s=self.wall_s
+            )
+
+    def take_share(self) -> UpdateShare:
+        """This rank's share since the last update; a fresh one starts."""
+        assert self.share is not None
+        mine, self.share = self.share, UpdateShare()
+        return mine
+
+    def merge_shares(self, shares: list[UpdateShare]) -> None:
+        """Every rank's share of this update, in rank order: the group's env steps, and
+        its episodes recorded (rank 0)."""
+        for share in shares:
+            self.env_steps += share.env_steps
+            self.episodes_unverified += share.unverified
+        for share in shares:
+            self._record_episodes(share.returns, share.lengths)
+
     def done(self) -> bool:
-        """The run's end: its env steps, its duration, or its target return reached."""
+        """The run's end: its env steps, its duration, or its target return reached (or, in
+        a learner group, any rank's end)."""
+        if self.group_done:
+            return True
         if self.total_steps and self.env_steps >= self.total_steps:
             return True
         if self.duration_s and self.wall_s >= self.duration_s:
             return True
+        if self.recorder is None:
+            return False  # the target return is rank 0's to see (it records the episodes)
         mean = self.recorder.mean_return
         return (
             self.target_return is not None
@@ -85,7 +137,7 @@ class RunState:
             "episodes_unverified": self.episodes_unverified,
             "restarts": self.restarts,
             "phase_totals": dict(self.phase_totals),
-            "recorder": self.recorder.get_state(),
+            "recorder": {} if self.recorder is None else self.recorder.get_state(),
         }
 
     def set_state(self, counters: dict[str, Any]) -> None:
@@ -96,4 +148,5 @@ class RunState:
         self.episodes_unverified = int(counters.get("episodes_unverified", 0))
         self.restarts = int(counters.get("restarts", 0)) + 1
         self.phase_totals = Counter(counters.get("phase_totals", {}))
-        self.recorder.set_state(counters.get("recorder", {}), env_steps=self.env_steps)
+        if self.recorder is not None:
+            self.recorder.set_state(counters.get("recorder", {}), env_steps=self.env_steps)

@@ -8,7 +8,13 @@ and the summary (ppomq.core.signals). Exit 0 only when the run reached its end (
 duration, target return); stopped before that by a signal, 128 + the signal (143 for
 SIGTERM), so that a Kubernetes Job or compose's `restart: on-failure` starts it again; 5
 when the run dir (or Redis's data) cannot be written, after writing what still fits; 2 for
-a checkpoint that does not verify (recovery.py: --recover is the way on).
+a checkpoint that does not verify (recovery.py: --recover is the way on); 6 when a rank of
+its learner group was lost (group.py: the group restarts together).
+
+In a learner group (torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+rank 0 does all of the above for the group; every other rank receives and trains, and
+touches neither Redis nor the run dir. Rank 0's starting state (fresh or resumed) is
+broadcast to the others, so every rank starts from the same parameters and counters.
 """
 
 from __future__ import annotations
@@ -41,11 +47,12 @@ from ppomq.core.store.keys import RunKeys
 from ppomq.core.store.weight_store import WeightStore
 from ppomq.core.transport.curvezmq import server_from_settings
 from ppomq.core.transport.rollouts import RolloutReceiver
-from ppomq.learner.checkpoint import CKPT_NAME
+from ppomq.learner.checkpoint import CKPT_NAME, weights_digest
 from ppomq.learner.device import describe, resolve_device, resolve_threads
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
 from ppomq.learner.finish import finish_run, mark_finished
+from ppomq.learner.group import GroupSpec, LearnerGroup, pick_backend
 from ppomq.learner.loop import LearnerLoop, build_loop
 from ppomq.learner.receiver import BatchQueue, BatchReceiver
 from ppomq.learner.recovery import choose_start, move_aside, resume
@@ -74,18 +81,48 @@ def _check_port_free(endpoint: str) -> None:
             ) from None
 
 
+def with_port_offset(endpoint: str, offset: int) -> str:
+    """`endpoint` with its TCP port moved up by `offset` (a group's ranks on one host each
+    bind --rollout-bind's port plus LOCAL_RANK)."""
+    if not offset or not endpoint.startswith("tcp://"):
+        return endpoint
+    host, _, port = endpoint.rpartition(":")
+    return f"{host}:{int(port) + offset}"
+
+
+def advertised(settings: LearnerSettings) -> str:
+    """Where this rank's actors connect: --rollout-advertise, else the bind with a
+    wildcard host replaced by this host's name."""
+    if settings.rollout_advertise:
+        return settings.rollout_advertise
+    bind = settings.rollout_bind
+    if not bind.startswith("tcp://"):
+        return bind
+    host, _, port = bind[6:].rpartition(":")
+    if host in ("*", "0.0.0.0", "", "[::]", "::", "[*]"):
+        host = socket.getfqdn()
+    return f"tcp://{host}:{port}"
+
+
 def run_learner(settings: LearnerSettings) -> int:
     if not settings.run_dir:
         settings = settings.model_copy(update={"run_dir": f"runs/{settings.run_id}"})
-    # First, before the service starts: a --device the machine lacks is a one-line usage
-    # error, and nothing else is said.
+    # First, before the service starts: a --device the machine lacks, or a half-given
+    # group environment, is a one-line usage error, and nothing else is said.
+    spec = GroupSpec.from_env()
     device = resolve_device(settings.device)
+    if spec is not None:
+        settings = settings.model_copy(
+            update={"rollout_bind": with_port_offset(settings.rollout_bind, spec.local_rank)}
+        )
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", spec.local_rank)
     finished = False
     with service_shell(
         "learner", metrics_port=settings.metrics_port, unit_of_work="the current update"
     ) as stop:
         try:
-            finished = _serve(settings, stop, device)
+            finished = _serve(settings, stop, device, spec)
         except (OSError, RedisError) as exc:  # e.g. starting on a disk that is full
             full = storage_error(exc, run_dir=settings.run_dir)
             if full is None:
@@ -94,12 +131,48 @@ def run_learner(settings: LearnerSettings) -> int:
     return stop.exit_code(finished=finished)
 
 
-def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> bool:
+def _serve(
+    settings: LearnerSettings, stop: WarmStop, device: torch.device, group_spec: GroupSpec | None
+) -> bool:
     """Train until the run's end (True) or a stop signal (False)."""
-    spec, trainer = _build_trainer(settings, device)
+    # Threads: 1 by default (--torch-threads): on a shared machine (`ppomq train`,
+    # compose) the actors want the other cores, and the CartPole update gains little from
+    # more (benchmarks/results/learner_threads.md). A learner with cores of its own (a
+    # pod's CPU request) sets their number; 0: every CPU it may run on.
+    torch.set_num_threads(resolve_threads(settings.torch_threads))
+    log.info("learner on %s (--device %s), %d CPU thread(s) (--torch-threads %d)",
+             describe(device), settings.device, torch.get_num_threads(),
+             settings.torch_threads)  # fmt: skip
     _check_port_free(settings.rollout_bind)
     # A bad key file, or a bind beyond loopback without CURVE: one line, exit 2, at start.
     curve = server_from_settings(settings, bind=settings.rollout_bind, bind_flag="--rollout-bind")
+    group = None
+    if group_spec is not None:
+        group = LearnerGroup(
+            group_spec,
+            backend=pick_backend(settings.group_backend, device),
+            timeout_s=settings.group_timeout_s,
+            device=device,
+        )
+    try:
+        return _serve_in(settings, stop, device, curve, group)
+    finally:
+        if group is not None:
+            group.close()
+
+
+def _serve_in(
+    settings: LearnerSettings,
+    stop: WarmStop,
+    device: torch.device,
+    curve: Any,
+    group: LearnerGroup | None,
+) -> bool:
+    if group is not None and not group.lead:
+        return _serve_member(settings, stop, device, curve, group)
+    spec, trainer = _build_trainer(settings, device, group)
+    # Every rank's endpoint, published to the actors with the weights.
+    learners = None if group is None else group.share(advertised(settings))
     # Redis may come up after the learner (a pod started first): wait, bounded and logged,
     # rather than exit 4 and crash-loop.
     redis = wait_for_redis(settings.redis_url)
@@ -121,24 +194,7 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
     seqs = SeqTracker(max_actors=settings.max_actors)  # checked at the door, recorded on acceptance
     book = EpisodeBook(max_actors=settings.max_actors)
     batches: queue.Queue[RolloutBatch] = BatchQueue(maxsize=settings.queue_batches)
-    receiver = BatchReceiver(
-        make_socket=lambda: RolloutReceiver(
-            settings.rollout_bind,
-            hwm=settings.rollout_hwm,
-            heartbeat_ivl_ms=settings.heartbeat_ivl_ms,
-            heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
-            max_message_bytes=settings.max_message_bytes,
-            curve=curve,
-        ),
-        spec=spec,
-        out=batches,
-        door=door,
-        seqs=seqs,
-        book=book,
-        # Async: a full queue drops its oldest batch for the newest (counted as surplus)
-        # rather than blocking actors; sync needs every actor's batch, so it blocks.
-        drop_oldest=settings.mode == "async",
-    )
+    receiver = _receiver(settings, spec, curve, batches, door, seqs, book)
     loop = build_loop(
         settings=settings,
         trainer=trainer,
@@ -149,18 +205,23 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
         seqs=seqs,
         book=book,
         metrics=LearnerMetrics(),  # exported on --metrics-port
+        group=group,
+        learners=learners,
     )
-    if not _start(loop, ckpt, new_run=new_run, rebuild=start.rebuild and not new_run, stop=stop):
+    going = _start(loop, ckpt, new_run=new_run, rebuild=start.rebuild and not new_run, stop=stop)
+    if group is not None:
+        group.broadcast(_group_start(loop, going))
+    if not going:
         return True
-    log.info("receiving rollouts on %s%s", settings.rollout_bind,
-             f" (CURVE, allow-list {curve.allowed_dir})" if curve else "")  # fmt: skip
-    receiver.start()
-    receiver.ready.wait()
-    if receiver.error is not None:
-        raise UsageError(f"cannot bind {settings.rollout_bind}: {receiver.error}")
+    _start_receiving(settings, receiver, curve)
     events = events_writer(settings, "learner")
     events.emit("learner.ready", version=loop.run.version, env_steps=loop.run.env_steps)
     finished, disk = _train(loop, receiver, stop)
+    if group is not None:
+        _merge_final_counts(loop, group)
+        # Every rank logs the digest of the weights it ends with: they are the same.
+        log.info("learner rank 0 done at version %d; weights sha256 %s", loop.run.version,
+                 weights_digest(trainer.host_state()))  # fmt: skip
     disk = finish_run(loop, settings, threshold, stop, events) or disk
     events.emit("learner.stop", version=loop.run.version, env_steps=loop.run.env_steps,
                 finished=finished, last_update_t=loop.run.updated_at)  # fmt: skip
@@ -172,18 +233,111 @@ def _serve(settings: LearnerSettings, stop: WarmStop, device: torch.device) -> b
     return finished
 
 
+def _start_receiving(settings: LearnerSettings, receiver: BatchReceiver, curve: Any) -> None:
+    log.info("receiving rollouts on %s%s", settings.rollout_bind,
+             f" (CURVE, allow-list {curve.allowed_dir})" if curve else "")  # fmt: skip
+    receiver.start()
+    receiver.ready.wait()
+    if receiver.error is not None:
+        raise UsageError(f"cannot bind {settings.rollout_bind}: {receiver.error}")
+
+
+def _group_start(loop: LearnerLoop, going: bool) -> dict[str, Any]:
+    """What rank 0 hands every other rank at the start: whether the run goes on, and the
+    state it goes on from (the trainer's, the version, the run's counters)."""
+    if not going:
+        return {"going": False}
+    run = loop.run
+    return {
+        "going": True,
+        "trainer": loop.trainer.get_state(),
+        "version": run.version,
+        "env_steps": run.env_steps,
+        "trained_samples": run.trained_samples,
+        "wall_s": run.wall_s,
+    }
+
+
+def _merge_final_counts(loop: LearnerLoop, group: LearnerGroup) -> None:
+    """After the last update, every rank's admission state once more, for rank 0's summary:
+    its per-actor rows as well as the totals."""
+    every = group.share({"counts": loop.admission.counts(), "actors": loop.admission.actors,
+                         "ledger": loop.admission.ledger.summary()["actors"]})  # fmt: skip
+    loop.others = [r["counts"] for i, r in enumerate(every) if i != group.rank]
+    loop.group_actors = {k: v for r in every for k, v in r["actors"].items()}
+    loop.group_ledger = {k: v for r in every for k, v in r["ledger"].items()}
+
+
+def _serve_member(
+    settings: LearnerSettings,
+    stop: WarmStop,
+    device: torch.device,
+    curve: Any,
+    group: LearnerGroup,
+) -> bool:
+    """A rank other than 0: receive and train with the group; rank 0 publishes, records and
+    checkpoints. True when the run reached its end."""
+    spec, trainer = _build_trainer(settings, device, group)
+    group.share(advertised(settings))
+    door = Door()
+    seqs = SeqTracker(max_actors=settings.max_actors)
+    book = EpisodeBook(max_actors=settings.max_actors)
+    batches: queue.Queue[RolloutBatch] = BatchQueue(maxsize=settings.queue_batches)
+    receiver = _receiver(settings, spec, curve, batches, door, seqs, book)
+    loop = build_loop(
+        settings=settings, trainer=trainer, store=None, batches=batches, recorder=None,
+        door=door, seqs=seqs, book=book, metrics=LearnerMetrics(), group=group,
+    )  # fmt: skip
+    start = group.broadcast(None)
+    if not start["going"]:
+        return True
+    trainer.set_state(start["trainer"])
+    run = loop.run
+    run.version, run.env_steps = int(start["version"]), int(start["env_steps"])
+    run.trained_samples = int(start["trained_samples"])
+    run.restart_clock(float(start["wall_s"]))
+    _start_receiving(settings, receiver, curve)
+    finished, _ = _train(loop, receiver, stop)
+    _merge_final_counts(loop, group)
+    log.info("learner rank %d done at version %d (%d env steps for the group); weights "
+             "sha256 %s", group.rank, run.version, run.env_steps,
+             weights_digest(trainer.host_state()))  # fmt: skip
+    return finished
+
+
+def _receiver(
+    settings: LearnerSettings,
+    spec: RolloutSpec,
+    curve: Any,
+    out: queue.Queue[RolloutBatch],
+    door: Door,
+    seqs: SeqTracker,
+    book: EpisodeBook,
+) -> BatchReceiver:
+    return BatchReceiver(
+        make_socket=lambda: RolloutReceiver(
+            settings.rollout_bind,
+            hwm=settings.rollout_hwm,
+            heartbeat_ivl_ms=settings.heartbeat_ivl_ms,
+            heartbeat_timeout_ms=settings.heartbeat_timeout_ms,
+            max_message_bytes=settings.max_message_bytes,
+            curve=curve,
+        ),
+        spec=spec,
+        out=out,
+        door=door,
+        seqs=seqs,
+        book=book,
+        # Async: a full queue drops its oldest batch for the newest (counted as surplus)
+        # rather than blocking actors; sync needs every actor's batch, so it blocks.
+        drop_oldest=settings.mode == "async",
+    )
+
+
 def _build_trainer(
-    settings: LearnerSettings, device: torch.device
+    settings: LearnerSettings, device: torch.device, group: LearnerGroup | None = None
 ) -> tuple[RolloutSpec, PPOTrainer]:
     """The wire spec batches must meet, and the trainer with a fresh policy on `device`."""
-    # Threads: 1 by default (--torch-threads): on a shared machine (`ppomq train`,
-    # compose) the actors want the other cores, and the CartPole update gains little from
-    # more (benchmarks/results/learner_threads.md). A learner with cores of its own (a
-    # pod's CPU request) sets their number; 0: every CPU it may run on.
-    torch.set_num_threads(resolve_threads(settings.torch_threads))
-    log.info("learner on %s (--device %s), %d CPU thread(s) (--torch-threads %d)",
-             describe(device), settings.device, torch.get_num_threads(),
-             settings.torch_threads)  # fmt: skip
     torch.manual_seed(settings.seed)
     np.random.seed(settings.seed)
     spec = rollout_spec_for(
@@ -205,7 +359,9 @@ def _build_trainer(
     if getattr(policy, "recurrent", False):
         # Every batch must then carry its envs' state at step 0 (ROLLOUT.md hidden_state).
         spec = dataclasses.replace(spec, hidden_shape=tuple(policy.state_shape))
-    trainer = PPOTrainer(policy=policy, config=PPOConfig.from_settings(settings), device=device)
+    trainer = PPOTrainer(
+        policy=policy, config=PPOConfig.from_settings(settings), device=device, group=group
+    )
     return spec, trainer
 
 
@@ -315,13 +471,26 @@ def _train(
             receiver.stop()
             receiver.join(timeout=5)
             loop.take_door()
-            writes = (loop.checkpoint, loop.write_status, loop.run.recorder.close)
-            for write in writes:
-                disk = _storage_guarded(write, run_dir) or disk
+            # Rank 0 of a group writes for it, and never parameters that a lost rank left
+            # half-stepped (the last checkpoint and Redis's versions stay the way on).
+            if loop.lead:
+                assert loop.run.recorder is not None
+                writes = [loop.write_status, loop.run.recorder.close]
+                if not loop.torn:
+                    writes.insert(0, loop.checkpoint)
+                for write in writes:
+                    disk = _storage_guarded(write, run_dir) or disk
     return finished, disk
 
 
 def _log_progress(loop: LearnerLoop) -> None:
+    if not loop.lead:  # rank 0 logs the group's progress; this rank, its own share
+        assert loop.group is not None
+        log.info("rank %d: v=%d group steps=%d; here %d batches accepted, live actors %d, "
+                 "rejects=%s", loop.group.rank, loop.run.version, loop.run.env_steps,
+                 loop.admission.gate.accepted, len(loop.admission.roster.live()),
+                 loop.admission.rejects())  # fmt: skip
+        return
     r = loop.run.last_stats
     mean = r["charts/mean_return_20"]
     log.info("v=%d steps=%d sps=%.0f return20=%s rejects=%s", loop.run.version,

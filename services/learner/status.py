@@ -40,21 +40,27 @@ class StatusWriter:
         self._full_at = float("-inf")
         self._warned_at = float("-inf")
 
-    def write(self, run: RunState, admission: Admission) -> None:
+    def write(
+        self, run: RunState, admission: Admission, counts: dict[str, Any] | None = None
+    ) -> None:
+        """`counts`: admission's counters to show (a learner group's, added up over its
+        ranks); None: `admission`'s own."""
+        counts = admission.counts() if counts is None else counts
+        assert run.recorder is not None
         status = {
             "version": run.version,
             "env_steps": run.env_steps,
-            "discarded_env_steps": admission.discarded_env_steps,
+            "discarded_env_steps": counts["discarded_env_steps"],
             "wall_s": run.wall_s,
             "sps": run.sps,
             "mean_return_20": run.recorder.mean_return,
             "episodes": run.recorder.episodes,
             "episodes_unverified": run.episodes_unverified,
-            "batches_accepted": admission.gate.accepted,
-            "rejects": admission.rejects(),
-            "live_actors": len(admission.roster.live()),
+            "batches_accepted": counts["batches_accepted"],
+            "rejects": counts["rejects"],
+            "live_actors": counts["live_actors"],
             # Totals of every actor ever seen; per actor in the `actors` hash (bounded).
-            "ledger": admission.ledger.totals_view(),
+            "ledger": counts["ledger"],
             "learner_restarts": run.restarts,
             "updated_at": run.updated_at,  # the last update (or the start)
             "counts_at": time.time(),  # rejects and the ledger: at most a second old

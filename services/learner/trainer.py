@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
@@ -15,10 +14,13 @@ from ppomq.learner.device import HostToDevice
 from ppomq.learner.flat_params import FlatAdam, FlatParameters
 from ppomq.learner.gae import compute_gae
 from ppomq.learner.gradients import Minibatch, SequenceMinibatch, select_gradient
-from ppomq.learner.ppo_loss import PPOLossStats, adapt_kl_coef
+from ppomq.learner.ppo_loss import PPOLossStats, adapt_kl_coef, normalize_advantages
 from ppomq.learner.sequences import from_rows, sequence_arrays, to_rows
 from ppomq.learner.vtrace import compute_vtrace
 from ppomq.proto import RolloutBatch
+
+if TYPE_CHECKING:
+    from ppomq.learner.group import LearnerGroup
 
 # Samples per forward pass when V-trace re-evaluates a whole batch under the current policy:
 # bounds the activations a large pixel batch would hold at once.
@@ -124,6 +126,12 @@ def flatten_batches(
     return flat
 
 
+def explained_variance(y_pred: np.ndarray, y_true: np.ndarray) -> float:
+    """1 - Var(y_true - y_pred) / Var(y_true); NaN when the targets do not vary."""
+    var_y = float(np.var(y_true))
+    return float("nan") if var_y == 0 else 1 - float(np.var(y_true - y_pred)) / var_y
+
+
 class _Prepared(NamedTuple):
     """One update's batch: its tensors on the device, the raw observations (for the
     normalizer), and on the host, in flatten_arrays' order, the values the targets were
@@ -149,7 +157,7 @@ class PPOTrainer:
         policy: Policy,
         config: PPOConfig,
         device: torch.device | str = "cpu",
-        reduce_gradients: Callable[[torch.Tensor], None] | None = None,
+        group: LearnerGroup | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.policy = policy.to(self.device)
@@ -160,10 +168,10 @@ class PPOTrainer:
         self.flat = FlatParameters(policy)
         self.optimizer = FlatAdam(self.flat.data, self.flat.grad, eps=1e-5)
         self._gradient = select_gradient(config.gradients, policy, self.flat)
-        # The seam between a minibatch's gradient and the optimizer step: the whole
-        # gradient is one flat buffer, which a learner group averages in place (one
-        # all-reduce) so that every member takes the same step. None: a learner alone.
-        self.reduce_gradients = reduce_gradients
+        # A learner group (group.py): between a minibatch's gradient and the optimizer
+        # step, the whole gradient, one flat buffer, is averaged over the ranks in place
+        # (one all-reduce), so that every rank takes the same step. None: a learner alone.
+        self.group = group
         self.recurrent = bool(getattr(policy, "recurrent", False))
         self.updates = 0
         # The KL penalty's beta (objective kl-penalty), adapted after every update.
@@ -178,13 +186,26 @@ class PPOTrainer:
         return lr
 
     def update(self, batches: list[RolloutBatch], env_steps: int) -> dict[str, float]:
-        """One PPO update over `batches`; returns CleanRL-named statistics."""
+        """One PPO update over `batches`; returns CleanRL-named statistics.
+
+        In a learner group every rank calls it at once, each with its own batches (none,
+        for a rank whose actors are gone) and the group's `env_steps`: the update is then
+        the one a learner alone would make on every rank's batches together, and the
+        statistics are the group's."""
         cfg = self.config
         t0 = time.perf_counter()
-        batch = self._prepare(batches)
+        comm0 = self.group.comm_s if self.group is not None else 0.0
+        batch = self._prepare(batches) if batches else None
+        samples = 0 if batch is None else len(batch.returns)
+        rows = 0 if batch is None else len(batch.data.obs)
+        if self.group is not None:
+            both = torch.tensor([samples, rows], dtype=torch.float64, device=self.device)
+            samples, rows = (int(x) for x in self.group.sum_(both).tolist())
+        if samples == 0:
+            raise ValueError("an update needs at least one sample (on some rank)")
         t1 = time.perf_counter()
         lr = self._learning_rate(env_steps)
-        history, n_mb = self._sgd(batch, lr)
+        history, n_mb = self._sgd(batch, lr, samples=samples, rows=rows)
         kl_coef_used = self.kl_coef
         if cfg.objective == "kl-penalty":
             # The KL the update ended with: its last epoch's minibatches, measured before
@@ -192,29 +213,32 @@ class PPOTrainer:
             last = history[-n_mb:]
             kl = float(torch.stack([st.approx_kl for st in last]).mean())
             self.kl_coef = adapt_kl_coef(self.kl_coef, kl, cfg.kl_penalty_target)
-        if self.policy.obs_norm is not None:
-            # After the update: this version trained with the statistics its actors used;
-            # the next one carries statistics that include these observations.
-            self.policy.obs_norm.update(batch.raw_obs.flatten(1))
+        # After the update: this version trained with the statistics its actors used;
+        # the next one carries statistics that include these observations.
+        explained_var = self._after_update(batch)
         t2 = time.perf_counter()
         self.updates += 1
 
-        y_pred, y_true = batch.values, batch.returns
         # The update's statistics reach the host in one copy (one sync on a GPU).
-        means = torch.stack([torch.stack(st) for st in history]).mean(0).tolist()
-        var_y = float(np.var(y_true))
-        explained_var = float("nan") if var_y == 0 else 1 - float(np.var(y_true - y_pred)) / var_y
+        means = (
+            torch.stack([torch.stack(st) for st in history]).mean(0).tolist()
+            if history
+            else [float("nan")] * len(PPOLossStats._fields)  # a group step no rank had data for
+        )
         out = {f"losses/{k}": v for k, v in zip(PPOLossStats._fields, means, strict=True)}
         out.update(
             {
                 "losses/explained_variance": explained_var,
                 "charts/learning_rate": lr,
                 "charts/epochs": float(len(history) // n_mb),  # every epoch run is whole
-                "charts/samples": float(len(y_true)),
+                "charts/samples": float(samples),
                 "time/learner_targets": t1 - t0,
                 "time/learner_sgd": t2 - t1,
             }
         )
+        if self.group is not None:
+            # Inside the SGD time: the collectives, waits for the slowest rank included.
+            out["time/learner_allreduce"] = self.group.comm_s - comm0
         if cfg.objective == "kl-penalty":  # a column only runs with the penalty have
             out["charts/kl_coef"] = kl_coef_used
         return out
@@ -274,23 +298,26 @@ class PPOTrainer:
         data = SequenceMinibatch(**fields, **seq_extra) if self.recurrent else Minibatch(**fields)
         return _Prepared(data, raw_obs, values, returns)
 
-    def _sgd(self, batch: _Prepared, lr: float) -> tuple[list[PPOLossStats], int]:
+    def _sgd(
+        self, batch: _Prepared | None, lr: float, *, samples: int, rows: int
+    ) -> tuple[list[PPOLossStats], int]:
         """The update's epochs of minibatch steps: (each step's statistics, minibatches per
-        epoch). Rows are samples, or a recurrent policy's whole sequences of T samples."""
-        cfg, data = self.config, batch.data
-        size = len(data.obs)
+        epoch). Rows are samples, or a recurrent policy's whole sequences of T samples.
+        `samples` and `rows`: the update's, over the group (every rank then runs the same
+        number of steps, whatever its own batch holds: `batch` None when it holds none)."""
+        cfg = self.config
         # Near-equal minibatches of about --minibatch-size samples that cover every row (no
         # 1-sample remainder, whose advantage std would be undefined; a sequence has T
         # samples of its own).
-        samples = len(batch.returns)
         n_mb = 1 if cfg.minibatch_size == 0 else max(1, round(samples / cfg.minibatch_size))
-        n_mb = min(n_mb, size if self.recurrent else max(1, size // 2))
+        n_mb = min(n_mb, rows if self.recurrent else max(1, rows // 2))
+        if self.group is not None:
+            return self._group_sgd(batch, lr, n_mb)
+        assert batch is not None
+        data = batch.data
+        size = len(data.obs)
         bounds = [size // n_mb + (i < size % n_mb) for i in range(n_mb)]
-        coefs = dict(
-            clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
-            clip_vloss=cfg.clip_vloss, norm_adv=cfg.norm_adv,
-            objective=cfg.objective, kl_coef=self.kl_coef,
-        )  # fmt: skip
+        coefs = self._coefs(norm_adv=cfg.norm_adv)
         history: list[PPOLossStats] = []
         for _epoch in range(cfg.update_epochs):
             # One gather per array per epoch, then contiguous slices; a single minibatch
@@ -301,13 +328,115 @@ class PPOTrainer:
                 shuffled = type(data)(*(t[perm] for t in data))
             for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True):
                 history.append(self._gradient(type(data)(*mb), **coefs))
-                if self.reduce_gradients is not None:
-                    self.reduce_gradients(self.flat.grad)
                 self.flat.clip_grad_norm_(cfg.max_grad_norm)
                 self.optimizer.step(lr)
             if cfg.target_kl is not None and float(history[-1].approx_kl) > cfg.target_kl:
                 break  # early stop: the policy moved too far from the behaviour policy
         return history, n_mb
+
+    def _coefs(self, *, norm_adv: bool) -> dict[str, Any]:
+        cfg = self.config
+        return dict(
+            clip_coef=cfg.clip_coef, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
+            clip_vloss=cfg.clip_vloss, norm_adv=norm_adv,
+            objective=cfg.objective, kl_coef=self.kl_coef,
+        )  # fmt: skip
+
+    def _group_sgd(
+        self, batch: _Prepared | None, lr: float, n_mb: int
+    ) -> tuple[list[PPOLossStats], int]:
+        """_sgd in a learner group: minibatch step j is the union of every rank's j-th
+        minibatch. Its advantages are normalized with the union's statistics (one small
+        all-reduce per epoch), its gradient is the ranks' gradients weighted by their
+        samples (one all-reduce per step), and so are its loss statistics: the step a
+        learner alone would take on that union, the same step on every rank."""
+        cfg, group = self.config, self.group
+        assert group is not None
+        coefs = self._coefs(norm_adv=False)  # normalized here, with the group's statistics
+        data = None if batch is None else batch.data
+        size = 0 if data is None else len(data.obs)
+        bounds = [size // n_mb + (i < size % n_mb) for i in range(n_mb)]
+        no_stats = torch.zeros(len(PPOLossStats._fields), device=self.device)
+        history: list[PPOLossStats] = []
+        for _epoch in range(cfg.update_epochs):
+            minibatches: list[Any] = [None] * n_mb
+            if data is not None:
+                shuffled = data
+                if n_mb > 1:
+                    perm = torch.randperm(size, device=self.device)
+                    shuffled = type(data)(*(t[perm] for t in data))
+                minibatches = [
+                    type(data)(*mb)
+                    for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True)
+                ]
+            adv_stats = self._group_advantage_stats(minibatches) if cfg.norm_adv else None
+            for j, mb in enumerate(minibatches):
+                n = 0 if mb is None else mb.advantages.numel()
+                if n:
+                    if adv_stats is not None:
+                        mean, std = adv_stats[j]
+                        mb = mb._replace(advantages=normalize_advantages(mb.advantages, mean, std))
+                    stats = torch.stack(self._gradient(mb, **coefs))
+                else:
+                    self.flat.grad.zero_()
+                    stats = no_stats
+                total, mean_stats = group.average_gradient(self.flat.grad, n, stats)
+                if total < (2 if cfg.norm_adv else 1):
+                    continue  # a step no rank has samples for: skipped by every rank
+                history.append(PPOLossStats(*mean_stats.to(self.device).float().unbind()))
+                self.flat.clip_grad_norm_(cfg.max_grad_norm)
+                self.optimizer.step(lr)
+            if (
+                cfg.target_kl is not None
+                and history
+                and float(history[-1].approx_kl) > cfg.target_kl
+            ):
+                break  # the group's KL: every rank stops at the same epoch
+        return history, n_mb
+
+    def _group_advantage_stats(self, minibatches: list[Any]) -> list[tuple[torch.Tensor, ...]]:
+        """(mean, unbiased std) of each minibatch step's advantages over the group."""
+        assert self.group is not None
+        sums = torch.zeros(len(minibatches), 3, dtype=torch.float64, device=self.device)
+        for j, mb in enumerate(minibatches):
+            if mb is not None and mb.advantages.numel():
+                a = mb.advantages.reshape(-1).to(torch.float64)
+                sums[j, 0], sums[j, 1], sums[j, 2] = a.numel(), a.sum(), a.square().sum()
+        n, s, ss = self.group.sum_(sums).unbind(1)
+        mean = s / n.clamp(min=1)
+        var = (ss - n * mean.square()) / (n - 1).clamp(min=1)
+        std = var.clamp(min=0).sqrt()
+        return list(zip(mean.float().unbind(), std.float().unbind(), strict=True))
+
+    def _after_update(self, batch: _Prepared | None) -> float:
+        """Observation statistics merged with this update's observations; returns the
+        explained variance of the value targets. In a group, both over every rank's batch
+        (one all-reduce of their moments)."""
+        norm = self.policy.obs_norm
+        if self.group is None:
+            assert batch is not None
+            if norm is not None:
+                norm.update(batch.raw_obs.flatten(1))
+            return explained_variance(batch.values, batch.returns)
+        dim = 0 if norm is None else norm.mean.numel()
+        sums = torch.zeros(5 + 2 * dim, dtype=torch.float64)
+        if batch is not None:
+            y = batch.returns.astype(np.float64)
+            err = y - batch.values.astype(np.float64)
+            sums[:5] = torch.tensor(
+                [len(y), y.sum(), np.square(y).sum(), err.sum(), np.square(err).sum()]
+            )
+            if norm is not None:
+                x = batch.raw_obs.flatten(1).to(torch.float64).cpu()
+                sums[5 : 5 + dim], sums[5 + dim :] = x.sum(0), x.square().sum(0)
+        sums = self.group.sum_(sums.to(self.device)).cpu()
+        n = float(sums[0])
+        if norm is not None:
+            mean = sums[5 : 5 + dim] / n
+            norm.merge(n, mean, (sums[5 + dim :] / n - mean.square()).clamp(min=0))
+        var_y = float(sums[2]) / n - (float(sums[1]) / n) ** 2
+        var_err = float(sums[4]) / n - (float(sums[3]) / n) ** 2
+        return float("nan") if var_y <= 0 else 1 - var_err / var_y
 
     @torch.no_grad()
     def _evaluate_batch(

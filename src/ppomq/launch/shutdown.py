@@ -43,6 +43,7 @@ class Shutdown:
     hurry_noted: bool
     learner_signalled: bool
     learner_finished: bool
+    members: list[Child]
     evaluation: EvaluationWatch | None
     s: Any
 
@@ -55,6 +56,8 @@ class Shutdown:
         )
         if self.learner is not None and self.learner_signalled:
             self.learner.terminate()
+            for member in self.members:
+                member.terminate()
 
     def _wait(self, child: Child, timeout: float) -> None:
         """child.wait(timeout), cut short by hurry(); what is still running then is killed."""
@@ -129,7 +132,9 @@ class Shutdown:
             and self.learner.proc.exitcode == 0
         )
         if self.learner is not None:
-            self.learner.terminate()
+            # A learner group's ranks all at once: they stop together, at the same update.
+            for rank in (self.learner, *self.members):
+                rank.terminate()
             self.learner_signalled = True
             if self.hurry_deadline < float("inf"):
                 self.learner.terminate()  # the second Ctrl-C came before the first reached it

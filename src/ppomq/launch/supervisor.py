@@ -110,6 +110,8 @@ class Launcher(Shutdown):
         self.redis: EmbeddedRedis | None = None
         self.children: list[Child] = []
         self.learner: Child | None = None
+        # A learner group's other ranks (--learners): rank 0 is `learner`.
+        self.members: list[Child] = []
         self.stopping = False
         self.start_time = time.monotonic()
         self.start_time_unix = time.time()  # files older than this are an earlier run's
@@ -190,6 +192,9 @@ class Launcher(Shutdown):
             **common,
             **server_curve,
         )
+        # A learner group: rank r on its own loopback port, told its rank as torchrun would.
+        binds = [rollout_bind] + [f"tcp://127.0.0.1:{free_port()}" for _ in range(s.learners - 1)]
+        group_env = _group_env(s.learners)
         # Secrets redacted (the Redis password too): the run dir is shared, e.g. with TensorBoard.
         write_json_atomic(
             self.run_dir / "settings.json",
@@ -208,8 +213,18 @@ class Launcher(Shutdown):
         self.children.append(
             Child("weightserver", ["weightserver"], child_env(ws), logs / "weightserver.log")
         )
-        self.learner = Child("learner", ["learner"], child_env(learner), logs / "learner.log")
-        self.children.append(self.learner)
+        for rank, bind in enumerate(binds):
+            name = "learner" if rank == 0 else f"learner-{rank}"
+            settings = learner.model_copy(
+                update={"rollout_bind": bind, "rollout_advertise": connect_addr(bind)}
+            )
+            env = child_env(settings) | {k: str(v) for k, v in group_env(rank).items()}
+            child = Child(name, ["learner"], env, logs / f"{name}.log")
+            if rank == 0:
+                self.learner = child
+            else:
+                self.members.append(child)
+            self.children.append(child)
         for i in range(s.actors):
             actor = subset(
                 s,
@@ -282,6 +297,9 @@ class Launcher(Shutdown):
         if child.retired:
             return None
         what = exit_text(code)
+        if child in self.members and code == 0:
+            child.retired = True  # its group's run finished; rank 0 says so for the run
+            return None
         if child is self.learner and self.evaluation is not None:
             self.evaluation.reset()  # a learner restarted after a crash evaluates anew
         if child is self.learner and code == 0:
@@ -313,6 +331,8 @@ class Launcher(Shutdown):
             child.retired = True
             note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
             return None
+        if child is self.learner or child in self.members:
+            self._gang_stop(child)
         child.crashes.append(now)
         while now - child.crashes[0] > CRASH_WINDOW_S:
             child.crashes.popleft()
@@ -333,6 +353,17 @@ class Launcher(Shutdown):
             f"(restart {child.restarts + 1}; log {child.log_path})"
         )
         return None
+
+    def _gang_stop(self, crashed: Child) -> None:
+        """A learner group restarts together (torchrun's gang restart): the ranks still
+        running belong to a group that lost one, so they are stopped now, each then
+        restarted after its own backoff, and the new group resumes from rank 0's checkpoint."""
+        if not self.members:
+            return
+        for rank in [self.learner, *self.members]:
+            if rank is not None and rank is not crashed and rank.poll() is None:
+                assert rank.proc is not None
+                rank.proc.kill()
 
     def _watch_redis(self, now: float) -> int | None:
         """End the run (exit 4) when its Redis is gone: the embedded server exited, or an
@@ -411,3 +442,17 @@ class Launcher(Shutdown):
             note(f"--total-steps {s.total_steps} reached and the learner did not stop; stopping")
             return True
         return False
+
+
+def _group_env(world_size: int) -> Any:
+    """torchrun's environment for rank r of a local learner group (none for one learner):
+    the rendezvous on a free loopback port."""
+    if world_size == 1:
+        return lambda _rank: {}
+    master_port = free_port()
+
+    def env(rank: int) -> dict[str, Any]:
+        return {"RANK": rank, "WORLD_SIZE": world_size, "LOCAL_RANK": 0,
+                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": master_port}  # fmt: skip
+
+    return env

@@ -67,9 +67,10 @@ def preset_words(settings: TrainSettings) -> str:
 
 def first_line(settings: TrainSettings, run_dir: Path, data_plane: str) -> str:
     steps = f", {settings.total_steps:,} env steps" if settings.total_steps else ""
+    learners = f", a group of {settings.learners} learners" if settings.learners > 1 else ""
     return (
         f"ppomq train: {settings.env_id}, {preset_words(settings)}, {settings.mode} mode, "
-        f"{settings.actors} actor(s){steps}; run dir {run_dir}; {data_plane}"
+        f"{settings.actors} actor(s){learners}{steps}; run dir {run_dir}; {data_plane}"
     )
 
 

@@ -40,9 +40,13 @@ class ObsNormalizer(nn.Module):
     def update(self, x: Tensor) -> None:
         """Merge the moments of a batch of raw observations [B, D]."""
         x = x.to(torch.float64)
-        batch_mean = x.mean(0)
-        batch_var = x.var(0, unbiased=False)
-        n = float(len(x))
+        self.merge(float(len(x)), x.mean(0), x.var(0, unbiased=False))
+
+    @torch.no_grad()
+    def merge(self, n: float, batch_mean: Tensor, batch_var: Tensor) -> None:
+        """Merge the moments (count, mean, biased variance) of `n` raw observations: one
+        batch's, or a learner group's batches' together."""
+        batch_mean, batch_var = batch_mean.to(self.mean), batch_var.to(self.var)
         total = self.count + n
         delta = batch_mean - self.mean
         m2 = self.var * self.count + batch_var * n + delta.square() * self.count * n / total

@@ -314,6 +314,46 @@ class RunSettings(SettingsGroup):
     )
 
 
+class LearnerGroupSettings(SettingsGroup):
+    """A learner group (DD-PPO): ranks, their rendezvous and stragglers. A learner joins a
+    group when torchrun's environment says so (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT);
+    these settings shape how it takes part."""
+
+    group_backend: Literal["auto", "gloo", "nccl"] = Field(
+        "auto",
+        description="The group's collectives: auto (NCCL on a CUDA learner, else gloo), "
+        "gloo or nccl.",
+    )
+    group_timeout_s: float = Field(
+        20.0,
+        gt=0,
+        description="How long a rank waits for the others in a collective, and how long a "
+        "rank may send no heartbeat; past it the group is lost, every rank exits 6 and the "
+        "group restarts together from the last checkpoint.",
+    )
+    rollout_advertise: str = Field(
+        "",
+        description="The endpoint this rank's actors connect to (published to them with "
+        "the weights); empty: --rollout-bind, with a wildcard host replaced by this host's "
+        "name. A rank binds --rollout-bind's port plus LOCAL_RANK.",
+    )
+    sync_frac: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="DD-PPO's straggler rule: once this fraction of the ranks holds its "
+        "batch, a rank holding at least --min-share of its own stops collecting; 1 waits "
+        "for every rank.",
+    )
+    min_share: float = Field(
+        0.25,
+        ge=0,
+        le=1,
+        description="The share of its batch a rank must hold before the straggler rule "
+        "(--sync-frac) may cut its collection short.",
+    )
+
+
 class LearnerSettings(
     PresetSettings,
     CommonSettings,
@@ -324,6 +364,7 @@ class LearnerSettings(
     PPOSettings,
     RunSettings,
     CurveServerSettings,
+    LearnerGroupSettings,
 ):
     """`ppomq learner`."""
 
@@ -470,6 +511,13 @@ class TrainSettings(LearnerSettings, ActorLoopSettings):
         "with more --actors to let actors from other hosts in). --no-curve: plain ZeroMQ, "
         "unauthenticated (any local process may send rollouts and read weights), which "
         "only loopback binds (or insecure_plaintext) allow.",
+    )
+    learners: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Learner processes: a group of this many ranks (DD-PPO) that average "
+        "their gradients at every minibatch step, each fed by its share of the actors.",
     )
     restart_actors: bool = Field(True, description="Restart an actor that crashes.")
     progress: bool = Field(True, description="Show live progress on the terminal.")

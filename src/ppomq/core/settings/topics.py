@@ -18,6 +18,7 @@ from ppomq.core.settings.groups import (
     CurveClientSettings,
     CurveServerSettings,
     EnvSettings,
+    LearnerGroupSettings,
     PPOSettings,
     RedisSettings,
     RunSettings,
@@ -88,6 +89,12 @@ TOPICS: tuple[Topic, ...] = (
         "Checkpoints, evaluation, resuming, logs and metrics.",
         fields=("progress",),
         groups=(RunSettings, CommonSettings),
+    ),
+    Topic(
+        "learner group",
+        "Several learners that train one policy together (DD-PPO).",
+        fields=("learners",),
+        groups=(LearnerGroupSettings,),
     ),
     Topic(
         "advanced",
