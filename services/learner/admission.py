@@ -135,15 +135,17 @@ class Admission:
             self.seqs.forget(actor_id)
             self.book.forget(actor_id)
 
-    def take_door(self, version: int) -> None:
+    def take_door(self, version: int, *, ahead: int = 0) -> None:
         """Move the door's bounds to `version` and its tally into the counts and the ledger:
         its stale and surplus batches were received and discarded, as if refused here; its
         refusals that named a sender go under that actor (a door `seq_not_increasing` is a
         duplicate there), the others into the ledger's unattributed totals."""
         # One version of slack: a batch that only just missed an update reaches the gate
         # here, where it can make a newly joined actor live (_heard_if_known).
+        # `ahead`: versions published before this learner holds them (a learner group's
+        # rank 0 publishes as the other ranks end the same update).
         self.door.set_bounds(
-            stale_below=version - self.gate.max_staleness - 1, future_above=version
+            stale_below=version - self.gate.max_staleness - 1, future_above=version + ahead
         )
         tally = self.door.take()
         self.produced_batches += tally.discarded_batches

@@ -84,6 +84,10 @@ class LearnerLoop:
         self.others: list[dict[str, Any]] = []
         self.group_actors: dict[str, Any] | None = None
         self.group_ledger: dict[str, Any] | None = None
+        # The other ranks' admission state (ledger, gate, per-actor rows) as of the last
+        # checkpoint: rank 0's checkpoint carries it, and a restarted group hands each
+        # rank its own back, so the ledger adds up across restarts too.
+        self.member_states: list[dict[str, Any]] = []
         # True while an update changes the parameters: a group lost then leaves them
         # half-stepped, and no checkpoint may be written of them.
         self.torn = False
@@ -99,6 +103,8 @@ class LearnerLoop:
         # What each actor may send per version (published to them: actor_config); 0: any.
         self.flow = 1 if settings.mode == "sync" else settings.batches_per_version
         self._counts_at = float("-inf")
+        self._share_states_after_update = False
+        self.agreed_stop = False
         self._checkpoint_at = time.monotonic()
 
     def publish(self, stop: WarmStop | None = None) -> float:
@@ -115,7 +121,9 @@ class LearnerLoop:
         )
 
     def take_door(self) -> None:
-        self.admission.take_door(self.run.version)
+        # A rank other than 0 may see rank 0's next version before it has counted its
+        # own update: one version of slack at its door (its gate checks again later).
+        self.admission.take_door(self.run.version, ahead=0 if self.lead else 1)
 
     def publish_counts(self, *, force: bool = False) -> None:
         """At most every COUNTS_EVERY_S (or now, `force`): forget quiet actors, and put the
@@ -162,7 +170,8 @@ class LearnerLoop:
         timeout = self.s.actor_timeout_s
         last_arrival = waiting_since = time.monotonic()
         said_waiting = False
-        while not stop.requested and not self.run.done():
+        # A group's rank leaves on its own end too, to say so to the others (_agree).
+        while not stop.requested and not self.run.done() and not self.run.reached_end():
             if self.group is not None:
                 self.group.check()  # a lost rank: GroupLostError, never a wait forever
             arrived = self._arrivals()
@@ -195,7 +204,7 @@ class LearnerLoop:
                             now - waiting_since, self.s.rollout_bind)  # fmt: skip
         if self.group is not None:
             self.group.mark_ready(self.run.version)
-        stopping = stop.requested or self.run.done()
+        stopping = stop.requested or self.run.done() or self.run.reached_end()
         if stopping and self.s.mode == "sync" and not self.admission.roster.quorum(contributors):
             return []  # stopping mid-set: a partial set would not be synchronous PPO
         return out
@@ -264,18 +273,31 @@ class LearnerLoop:
         mine = {
             "share": run.take_share(),
             "holding": holding,
-            "done": run.done(),
+            "done": run.reached_end(),
             "signum": stop.signum if stop.requested else None,
             "counts": self.admission.counts(),
+            "checkpoint": self.lead and self._checkpoint_due(),
         }
         every = self.group.share(mine)
+        # Rank 0 checkpoints after this update: every rank's admission state goes with it.
+        self._share_states_after_update = bool(every[0]["checkpoint"])
         run.merge_shares([r["share"] for r in every])
         self.others = [r["counts"] for i, r in enumerate(every) if i != self.group.rank]
         signum = next((r["signum"] for r in every if r["signum"] is not None), None)
-        if signum is not None and not stop.requested:
-            stop.requested, stop.signum = True, signum  # stopped with the rank signalled
-        run.group_done = any(r["done"] for r in every) or run.done()
+        if signum is not None:
+            self.agreed_stop = True
+            if not stop.requested:
+                stop.requested, stop.signum = True, signum  # stopped with the rank signalled
+        run.group_done = any(r["done"] for r in every)
         return any(r["holding"] for r in every)
+
+    def ended(self, stop: WarmStop) -> bool:
+        """Whether the training loop ends now: a stop signal or the run's end; in a group,
+        as the ranks agreed before the last update (a rank leaving alone would leave the
+        others waiting in a collective)."""
+        if self.group is not None:
+            return self.agreed_stop or self.run.done()
+        return stop.requested or self.run.done()
 
     def _train(self, batches: list[RolloutBatch], t_wait: float, stop: WarmStop) -> None:
         """Train on `batches`, publish the new version, record it, checkpoint when due."""
@@ -301,8 +323,34 @@ class LearnerLoop:
             self._record(stats, t_wait, t_publish)
         run.updated_at = time.time()
         self.publish_counts(force=True)
-        if self.lead and time.monotonic() - self._checkpoint_at >= self.s.checkpoint_interval_s:
+        if self.group is not None:
+            if self._share_states_after_update:
+                self.share_states()
+                if self.lead:
+                    self.checkpoint()
+        elif self._checkpoint_due():
             self.checkpoint()
+
+    def _checkpoint_due(self) -> bool:
+        return time.monotonic() - self._checkpoint_at >= self.s.checkpoint_interval_s
+
+    def share_states(self) -> None:
+        """Every rank of a group at once: each rank's admission state, which rank 0
+        checkpoints and adds up (the status's and the summary's counters, per-actor rows
+        included)."""
+        assert self.group is not None
+        admission = self.admission
+        every = self.group.share({"counts": admission.counts(), "state": admission.get_state()})
+        rank = self.group.rank
+        self.others = [r["counts"] for i, r in enumerate(every) if i != rank]
+        self.member_states = [r["state"] for r in every[1:]]
+        states = [r["state"] for r in every]
+        self.group_actors = {k: v for st in states for k, v in st["actors"].items()}
+        self.group_ledger = {
+            k: {kk: v for kk, v in row.items() if kk != "last_seen"}
+            for st in states
+            for k, row in st["ledger"]["actors"]
+        }
 
     def _record(self, stats: dict[str, float], t_wait: float, t_publish: float) -> None:
         """One update's row in progress.csv and TensorBoard, and its figures on /metrics."""
@@ -350,6 +398,8 @@ class LearnerLoop:
             "env_id": self.s.env_id,
             "finished": self.run.finished,
         }
+        if self.group is not None:
+            state["member_counters"] = self.member_states
         # The digest of the weights as published (a resume compares it with Redis's): the
         # publish's own when this version's weights were published, else packed again.
         assert self.publisher is not None, "rank 0 of a group checkpoints, no other"
@@ -366,6 +416,7 @@ class LearnerLoop:
         counters = ckpt["counters"]
         self.run.set_state(counters)
         self.admission.set_state(counters)
+        self.member_states = list(ckpt.get("member_counters", []))
 
 
 def build_loop(

@@ -222,7 +222,7 @@ def resume(
     if ckpt is not None:
         loop.restore(ckpt)
         version = int(ckpt["version"])
-        if ckpt.get("finished") and run.done():
+        if ckpt.get("finished") and run.reached_end():
             run.restarts -= 1  # not a restart: nothing runs
             run.version = version
             return False

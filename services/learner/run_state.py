@@ -105,10 +105,15 @@ class RunState:
             self._record_episodes(share.returns, share.lengths)
 
     def done(self) -> bool:
-        """The run's end: its env steps, its duration, or its target return reached (or, in
-        a learner group, any rank's end)."""
-        if self.group_done:
-            return True
+        """The run's end: its env steps, its duration, or its target return reached. In a
+        learner group, the end the ranks agreed on (any rank's end, said before an update:
+        LearnerLoop._agree), so that every rank ends after the same update."""
+        if self.share is not None:
+            return self.group_done
+        return self.reached_end()
+
+    def reached_end(self) -> bool:
+        """Whether this learner's own counters and clock say the run has ended."""
         if self.total_steps and self.env_steps >= self.total_steps:
             return True
         if self.duration_s and self.wall_s >= self.duration_s:

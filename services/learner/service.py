@@ -218,7 +218,6 @@ def _serve_in(
     events.emit("learner.ready", version=loop.run.version, env_steps=loop.run.env_steps)
     finished, disk = _train(loop, receiver, stop)
     if group is not None:
-        _merge_final_counts(loop, group)
         # Every rank logs the digest of the weights it ends with: they are the same.
         log.info("learner rank 0 done at version %d; weights sha256 %s", loop.run.version,
                  weights_digest(trainer.host_state()))  # fmt: skip
@@ -244,10 +243,13 @@ def _start_receiving(settings: LearnerSettings, receiver: BatchReceiver, curve: 
 
 def _group_start(loop: LearnerLoop, going: bool) -> dict[str, Any]:
     """What rank 0 hands every other rank at the start: whether the run goes on, and the
-    state it goes on from (the trainer's, the version, the run's counters)."""
+    state it goes on from (the trainer's, the version, the run's counters, and each rank's
+    own admission state from the checkpoint, when the group had the same size)."""
     if not going:
         return {"going": False}
     run = loop.run
+    members = loop.member_states
+    assert loop.group is not None
     return {
         "going": True,
         "trainer": loop.trainer.get_state(),
@@ -255,17 +257,8 @@ def _group_start(loop: LearnerLoop, going: bool) -> dict[str, Any]:
         "env_steps": run.env_steps,
         "trained_samples": run.trained_samples,
         "wall_s": run.wall_s,
+        "members": members if len(members) == loop.group.world_size - 1 else [],
     }
-
-
-def _merge_final_counts(loop: LearnerLoop, group: LearnerGroup) -> None:
-    """After the last update, every rank's admission state once more, for rank 0's summary:
-    its per-actor rows as well as the totals."""
-    every = group.share({"counts": loop.admission.counts(), "actors": loop.admission.actors,
-                         "ledger": loop.admission.ledger.summary()["actors"]})  # fmt: skip
-    loop.others = [r["counts"] for i, r in enumerate(every) if i != group.rank]
-    loop.group_actors = {k: v for r in every for k, v in r["actors"].items()}
-    loop.group_ledger = {k: v for r in every for k, v in r["ledger"].items()}
 
 
 def _serve_member(
@@ -292,13 +285,14 @@ def _serve_member(
     if not start["going"]:
         return True
     trainer.set_state(start["trainer"])
+    if start["members"]:
+        loop.admission.set_state(start["members"][group.rank - 1])
     run = loop.run
     run.version, run.env_steps = int(start["version"]), int(start["env_steps"])
     run.trained_samples = int(start["trained_samples"])
     run.restart_clock(float(start["wall_s"]))
     _start_receiving(settings, receiver, curve)
     finished, _ = _train(loop, receiver, stop)
-    _merge_final_counts(loop, group)
     log.info("learner rank %d done at version %d (%d env steps for the group); weights "
              "sha256 %s", group.rank, run.version, run.env_steps,
              weights_digest(trainer.host_state()))  # fmt: skip
@@ -447,7 +441,7 @@ def _train(
     finished = False
     disk: StorageFullError | None = None
     try:
-        while not stop.requested and not loop.run.done():
+        while not loop.ended(stop):
             loop.take_door()
             if not loop.step(stop):
                 continue
@@ -455,6 +449,8 @@ def _train(
                 last_log = time.monotonic()
                 _log_progress(loop)
         finished = loop.run.done()  # the run's end was reached (not a stop signal)
+        if loop.group is not None:
+            loop.share_states()  # every rank's counters for the summary and the checkpoint
     except FastStop:
         pass  # a second signal: skip the rest of the update, clean up below
     except (OSError, RedisError) as exc:

@@ -54,6 +54,8 @@ REDIS_DOWN_S = 10.0
 # peer), the launcher stops the run this long after it should have ended.
 DEADLINE_GRACE_S = 20.0
 SUPERVISE_TICK_S = 0.25
+# A group's rank 0 has --group-timeout-s plus this to leave a group that lost a rank.
+GROUP_EXIT_GRACE_S = 5.0
 
 
 def earlier_env_id(run_dir: Path) -> str | None:
@@ -112,6 +114,7 @@ class Launcher(Shutdown):
         self.learner: Child | None = None
         # A learner group's other ranks (--learners): rank 0 is `learner`.
         self.members: list[Child] = []
+        self._rank0_kill_at: float | None = None  # a group's rank 0, past its grace
         self.stopping = False
         self.start_time = time.monotonic()
         self.start_time_unix = time.time()  # files older than this are an earlier run's
@@ -259,6 +262,7 @@ class Launcher(Shutdown):
                 code = self._watch(child, now)
                 if code is not None:
                     return code
+            self._kill_rank0_if_due(now)
             code = self._watch_redis(now)
             if code is not None:
                 return code
@@ -287,6 +291,7 @@ class Launcher(Shutdown):
                 child.restarts += 1
                 if child is self.learner:
                     self._learner_down_s += now - child.crashes[-1]
+                    self._rank0_kill_at = None  # a new rank 0, in a new group
                 child.start()
             return None
         code = child.poll()
@@ -332,7 +337,7 @@ class Launcher(Shutdown):
             note(f"{child.name} {what}; not restarting it (--no-restart-actors)")
             return None
         if child is self.learner or child in self.members:
-            self._gang_stop(child)
+            self._gang_stop(child, now)
         child.crashes.append(now)
         while now - child.crashes[0] > CRASH_WINDOW_S:
             child.crashes.popleft()
@@ -354,16 +359,35 @@ class Launcher(Shutdown):
         )
         return None
 
-    def _gang_stop(self, crashed: Child) -> None:
+    def _gang_stop(self, crashed: Child, now: float) -> None:
         """A learner group restarts together (torchrun's gang restart): the ranks still
-        running belong to a group that lost one, so they are stopped now, each then
-        restarted after its own backoff, and the new group resumes from rank 0's checkpoint."""
+        running belong to a group that lost one. The others hold no state and are killed
+        now; rank 0 notices the loss by itself (at once for a dead rank, within
+        --group-timeout-s for a stuck one) and exits writing what it may, so it is killed
+        only if it has not by then. Each is restarted after its own backoff, and the new
+        group resumes from rank 0's checkpoint."""
         if not self.members:
             return
-        for rank in [self.learner, *self.members]:
-            if rank is not None and rank is not crashed and rank.poll() is None:
-                assert rank.proc is not None
-                rank.proc.kill()
+        for member in self.members:
+            if member is not crashed and member.poll() is None:
+                assert member.proc is not None
+                member.proc.kill()
+        rank0 = self.learner
+        if crashed is rank0:
+            self._rank0_kill_at = None  # it left by itself
+        elif rank0 is not None and rank0.poll() is None and self._rank0_kill_at is None:
+            self._rank0_kill_at = now + self.s.group_timeout_s + GROUP_EXIT_GRACE_S
+
+    def _kill_rank0_if_due(self, now: float) -> None:
+        """Rank 0 of a group that lost a rank, still running past its grace (stuck)."""
+        due = self._rank0_kill_at
+        if due is None or now < due:
+            return
+        self._rank0_kill_at = None
+        learner = self.learner
+        if learner is not None and learner.poll() is None and learner.proc is not None:
+            note("learner rank 0 did not leave its lost group in time; killing it")
+            learner.proc.kill()
 
     def _watch_redis(self, now: float) -> int | None:
         """End the run (exit 4) when its Redis is gone: the embedded server exited, or an
