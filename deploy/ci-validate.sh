@@ -23,12 +23,14 @@ trap 'rm -rf "$out"' EXIT
 
 echo "== compose: check-jsonschema --builtin-schema vendor.compose-spec docker-compose.yml"
 "$(need check-jsonschema)" --builtin-schema vendor.compose-spec docker-compose.yml
-echo "== compose: docker-compose config (defaults, then deploy/compose.env.example)"
+echo "== compose: docker-compose config (defaults, deploy/compose.env.example, profiles)"
 compose=$(need docker-compose)
 : >"$out/empty.env"
 "$compose" -f docker-compose.yml --env-file "$out/empty.env" config --quiet
 "$compose" -f docker-compose.yml --env-file deploy/compose.env.example config --quiet
 "$compose" -f docker-compose.yml --env-file "$out/empty.env" --profile tensorboard config --quiet
+PPOMQ_LEARNERS=2 "$compose" -f docker-compose.yml --env-file "$out/empty.env" \
+    --profile learner-group config --quiet
 
 echo "== hadolint"
 mapfile -t dockerfiles < <(git ls-files --cached --others --exclude-standard \

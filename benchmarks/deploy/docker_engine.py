@@ -54,7 +54,7 @@ def _clean_env() -> dict[str, str]:
         "COMPOSE_",
         "REDIS_",
         "IMAGE",
-        "LEARNER_PUBLISH",
+        "LEARNER_",  # LEARNER_PUBLISH, and the learner group's LEARNER_1_* and *_ADVERTISE
         "WEIGHTSERVER_PUBLISH",
         "TENSORBOARD_",
     )

@@ -2,9 +2,11 @@
 
 A learner alone: --learner-addr. A learner group publishes every rank's rollout endpoint
 with the weights (the `actor` map's `learners`, proto/WEIGHTS.md); the actor with index i
-sends to rank i mod W. Indices are 0..n-1 under `ppomq train` and compose's numbered
-actors, so the ranks get equal shares; replicas without one (a Deployment's pods) take the
-CRC-32 of their hostname, which spreads them evenly in expectation.
+sends to rank i mod W. Under `ppomq train` indices are 0..n-1, so the ranks get equal
+shares; replicas without one (compose's scaled service, a Deployment's pods) take the
+CRC-32 of their hostname, which spreads them evenly only in expectation: a few actors may
+all land on one rank (the others then take part with nothing, and the group is as fast
+as one learner), so give replicas an index where the split matters.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -113,6 +114,11 @@ class LearnerGroup:
         is_master = spec.rank == 0 and not spec.agent_store
         log.info("learner rank %d of %d: rendezvous at %s:%d (%s)", spec.rank, spec.world_size,
                  spec.master_addr, spec.master_port, backend)  # fmt: skip
+        # torch's own connect retries can outlast any timeout given to them: a rank whose
+        # rank 0 never comes exits here, in one line, for its supervisor to start again.
+        watchdog = threading.Timer(RENDEZVOUS_S, _rendezvous_failed, args=(spec,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             self.store = dist.TCPStore(
                 spec.master_addr, spec.master_port, spec.world_size, is_master,
@@ -128,6 +134,8 @@ class LearnerGroup:
                 f"did not form ({_first_line(exc)}); check that every rank runs with the "
                 "same WORLD_SIZE, MASTER_ADDR and MASTER_PORT"
             ) from None
+        finally:
+            watchdog.cancel()
         self.store.set_timeout(timedelta(seconds=timeout_s))
         self._lost: str | None = None
         # Seconds spent in collectives, waits for the slowest rank included.
@@ -257,6 +265,20 @@ class LearnerGroup:
         self._closed.set()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _rendezvous_failed(spec: GroupSpec) -> None:
+    """The group did not form in RENDEZVOUS_S: say so in one line and exit 6 now (the main
+    thread is blocked inside torch, where no exception reaches)."""
+    line = (
+        f"learner rank {spec.rank}: the group of {spec.world_size} did not form at "
+        f"{spec.master_addr}:{spec.master_port} within {RENDEZVOUS_S:.0f} s; check that "
+        "every rank runs (rank 0 first among them) with the same WORLD_SIZE, MASTER_ADDR "
+        "and MASTER_PORT"
+    )
+    log.error("%s", line)
+    print(f"ppomq: error: {line}", file=sys.stderr, flush=True)
+    os._exit(GroupLostError.exit_code)
 
 
 def straggler_quorum(world_size: int, sync_frac: float) -> int:

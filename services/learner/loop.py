@@ -460,7 +460,11 @@ def build_loop(
         run=RunState(settings=s, recorder=recorder, grouped=group is not None),
         admission=admission,
         publisher=None if store is None else Publisher(store=store, settings=s, learners=learners),
-        status=None if store is None else StatusWriter(redis=store.client, settings=s),
+        status=None
+        if store is None
+        else StatusWriter(
+            redis=store.client, settings=s, learners=1 if group is None else group.world_size
+        ),
         metrics=metrics or LearnerMetrics(registry=None),
         receiving=receiving,
         group=group,

@@ -26,7 +26,7 @@ WARN_EVERY_S = 10.0
 class StatusWriter:
     """Writes the status and the actors hash of one run; remembers what it last wrote."""
 
-    def __init__(self, *, redis: Any, settings: LearnerSettings) -> None:
+    def __init__(self, *, redis: Any, settings: LearnerSettings, learners: int = 1) -> None:
         self.redis = redis
         self.keys = RunKeys(settings.run_id)
         self.fixed = {
@@ -34,6 +34,7 @@ class StatusWriter:
             "max_staleness": settings.max_staleness,
             "max_actors": settings.max_actors,
             "forget_actor_after_s": settings.forget_actor_after_s,
+            "learners": learners,  # ranks of a learner group; the counters are the group's
         }
         # Each actor row's change marks as last written, and when the whole hash was.
         self._rows_written: dict[str, tuple[Any, Any]] = {}

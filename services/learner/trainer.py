@@ -347,34 +347,36 @@ class PPOTrainer:
     ) -> tuple[list[PPOLossStats], int]:
         """_sgd in a learner group: minibatch step j is the union of every rank's j-th
         minibatch. Its advantages are normalized with the union's statistics (one small
-        all-reduce per epoch), its gradient is the ranks' gradients weighted by their
-        samples (one all-reduce per step), and so are its loss statistics: the step a
-        learner alone would take on that union, the same step on every rank."""
+        all-reduce per update, for every epoch's minibatches: the shuffles are drawn
+        first), its gradient is the ranks' gradients weighted by their samples (one
+        all-reduce per step), and so are its loss statistics: the step a learner alone
+        would take on that union, the same step on every rank."""
         cfg, group = self.config, self.group
         assert group is not None
         coefs = self._coefs(norm_adv=False)  # normalized here, with the group's statistics
         data = None if batch is None else batch.data
         size = 0 if data is None else len(data.obs)
         bounds = [size // n_mb + (i < size % n_mb) for i in range(n_mb)]
+        perms = [
+            torch.randperm(size, device=self.device) if n_mb > 1 and size else None
+            for _ in range(cfg.update_epochs)
+        ]
+        adv_stats = self._group_advantage_stats(data, perms, bounds) if cfg.norm_adv else None
         no_stats = torch.zeros(len(PPOLossStats._fields), device=self.device)
         history: list[PPOLossStats] = []
-        for _epoch in range(cfg.update_epochs):
+        for epoch, perm in enumerate(perms):
             minibatches: list[Any] = [None] * n_mb
             if data is not None:
-                shuffled = data
-                if n_mb > 1:
-                    perm = torch.randperm(size, device=self.device)
-                    shuffled = type(data)(*(t[perm] for t in data))
+                shuffled = data if perm is None else type(data)(*(t[perm] for t in data))
                 minibatches = [
                     type(data)(*mb)
                     for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True)
                 ]
-            adv_stats = self._group_advantage_stats(minibatches) if cfg.norm_adv else None
             for j, mb in enumerate(minibatches):
                 n = 0 if mb is None else mb.advantages.numel()
                 if n:
                     if adv_stats is not None:
-                        mean, std = adv_stats[j]
+                        mean, std = adv_stats[epoch][j]
                         mb = mb._replace(advantages=normalize_advantages(mb.advantages, mean, std))
                     stats = torch.stack(self._gradient(mb, **coefs))
                 else:
@@ -394,19 +396,29 @@ class PPOTrainer:
                 break  # the group's KL: every rank stops at the same epoch
         return history, n_mb
 
-    def _group_advantage_stats(self, minibatches: list[Any]) -> list[tuple[torch.Tensor, ...]]:
-        """(mean, unbiased std) of each minibatch step's advantages over the group."""
+    def _group_advantage_stats(
+        self, data: Any, perms: list[torch.Tensor | None], bounds: list[int]
+    ) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+        """[epoch][step]: (mean, unbiased std) of that minibatch step's advantages over the
+        group, for every epoch's shuffle at once (one all-reduce)."""
         assert self.group is not None
-        sums = torch.zeros(len(minibatches), 3, dtype=torch.float64, device=self.device)
-        for j, mb in enumerate(minibatches):
-            if mb is not None and mb.advantages.numel():
-                a = mb.advantages.reshape(-1).to(torch.float64)
-                sums[j, 0], sums[j, 1], sums[j, 2] = a.numel(), a.sum(), a.square().sum()
-        n, s, ss = self.group.sum_(sums).unbind(1)
+        sums = torch.zeros(len(perms), len(bounds), 3, dtype=torch.float64, device=self.device)
+        if data is not None:
+            adv = data.advantages.to(torch.float64)
+            for e, perm in enumerate(perms):
+                shuffled = adv if perm is None else adv[perm]
+                for j, part in enumerate(torch.split(shuffled, bounds)):
+                    sums[e, j, 0] = part.numel()
+                    sums[e, j, 1] = part.sum()
+                    sums[e, j, 2] = part.square().sum()
+        n, s, ss = self.group.sum_(sums).unbind(2)
         mean = s / n.clamp(min=1)
         var = (ss - n * mean.square()) / (n - 1).clamp(min=1)
         std = var.clamp(min=0).sqrt()
-        return list(zip(mean.float().unbind(), std.float().unbind(), strict=True))
+        mean, std = mean.float(), std.float()
+        return [
+            list(zip(mean[e].unbind(), std[e].unbind(), strict=True)) for e in range(len(perms))
+        ]
 
     def _after_update(self, batch: _Prepared | None) -> float:
         """Observation statistics merged with this update's observations; returns the

@@ -193,3 +193,11 @@ def test_told_no_run_and_finding_none_is_one_line_naming_both_ways(tmp_path):
         [line] = out.stderr.splitlines()
         assert line.startswith("ppomq: error: no run found"), line
         assert line.endswith("pass --run-dir RUN_DIR or --redis-url URL"), line
+
+
+def test_the_status_line_names_a_learner_group_and_only_a_group():
+    from ppomq.commands.status import learners_words
+
+    assert learners_words({"learners": 3}) == "a group of 3 learners, "
+    assert learners_words({"learners": 1}) == ""
+    assert learners_words({}) == ""  # a status written before learner groups

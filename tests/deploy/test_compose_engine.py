@@ -8,6 +8,8 @@ Docker Hub where there is none).
   container is restarted (`restart: on-failure`); the learner container removed mid-run and
   started again resumes from its checkpoint; the Redis container restarted mid-run keeps
   every version (the CLI's list before and after) and `latest` never goes back;
+- `PPOMQ_LEARNERS=2 --profile learner-group up` trains a finite run with a learner group
+  of two: both ranks join, each actor sends to its rank, both end with the same weights;
 - `--profile '*' down -v` leaves no container, network or volume.
 
 Skipped, saying why, only where no engine answers and none can be started.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -108,6 +111,43 @@ def test_up_build_trains_a_finite_run_to_a_solved_summary(project: ComposeProjec
     assert summary["final_mean_return_20"] >= 475
     assert summary["actors"] == 2 and summary["batches_accepted"] > 0
     assert summary["total_env_steps"] < 200_000  # it ended at the target, not the budget
+
+
+def test_learner_group_profile_trains_a_finite_run_on_both_ranks(project: ComposeProject, tmp_path):
+    """`PPOMQ_LEARNERS=2 docker compose --profile learner-group up`: the learner (rank 0)
+    and learner-1 (rank 1) form one group, each actor sends to rank index mod 2 (its
+    index from its hostname), both ranks end with the same weights, and every container
+    exits 0; rank 0's summary counts the group."""
+    project.settings = {"PPOMQ_LEARNERS": "2", "PPOMQ_TOTAL_STEPS": "20000",
+                        "PPOMQ_EVAL_EPISODES": "2"}  # fmt: skip
+    up = project.popen("--profile", "learner-group", "up", "--build", "--scale", "actor=4")
+    try:
+        output = "".join(up.stdout or [])
+        rc = up.wait(timeout=900)
+    finally:
+        if up.poll() is None:
+            up.kill()
+    assert rc == 0, output[-4000:]
+    codes = exit_codes(project)
+    expected = {"keys-1", "weightserver-1", "learner-1", "learner-1-1"}
+    expected |= {f"actor-{i}" for i in range(1, 5)}
+    assert set(codes) == {f"{project.name}-{s}" for s in expected}, codes
+    assert all(code == 0 for code in codes.values()), codes
+    for rank in (0, 1):
+        assert f"learner rank {rank} joined the group of 2" in output
+    digests = set(re.findall(r"learner rank \d done at version \d+.*weights sha256 (\w+)", output))
+    assert len(digests) == 1, digests  # both ranks logged it, the same
+    # Each actor's rank is its index mod 2: rank 1's actors say so when they switch.
+    to_rank1 = set(re.findall(r"actor (a(\d+)-\S+): sending rollouts to tcp://learner-1:5555 "
+                              r"\(learner rank 1 of 2\)", output))  # fmt: skip
+    actors = set(re.findall(r"actor (a(\d+)-\S+): 8 x CartPole", output))
+    assert len(actors) == 4, actors
+    assert to_rank1 == {(a, i) for a, i in actors if int(i) % 2 == 1}, (actors, to_rank1)
+    summary = read_summary(project, tmp_path)
+    assert summary["learners"] == 2 and summary["total_env_steps"] >= 20_000, summary
+    # Rank 0 counts every rank's actors: each one's batches were trained on.
+    assert {a for a, _ in actors} == set(summary["actors_seen"]), summary["actors_seen"]
+    assert all(row["accepted"] > 0 for row in summary["actors_seen"].values())
 
 
 def test_scaled_run_survives_a_killed_actor_a_removed_learner_and_a_redis_restart(

@@ -5,10 +5,12 @@ the checkpoints (the namespace and the run-dir claim live in k8s/storage); that 
 run's Jobs replace a disrupted pod and stop on a usage error, by the exit codes the
 services really give; that a drain leaves a weightserver up; that the actor's liveness
 probe asks what the actor serves; that every combination of the optional components
-renders, validates and still holds together, and the one order that cannot work says so;
-that the PodMonitors select the pods and the port that serve /metrics; that CURVE's key
-files come from read-only mounts of the right Secrets, the ones the Kubernetes guide's
-(docs/guides/kubernetes.md) commands make, and load.
+renders, validates and still holds together, and the orders that cannot work say so; that
+a learner group's ranks form one group as the learner reads torchrun's environment, and
+its network policy opens TCP between learner pods only; that the PodMonitors select the
+pods and the port that serve /metrics; that CURVE's key files come from read-only mounts
+of the right Secrets, the ones the Kubernetes guide's (docs/guides/kubernetes.md)
+commands make, and load.
 """
 
 from __future__ import annotations
@@ -24,16 +26,18 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry
 
-from benchmarks.deploy.composefile import REPO, SETTINGS_OF, tool
+from benchmarks.deploy.composefile import REPO, SETTINGS_OF, tcp_port, tool
 from ppomq.cli import build_parser
 from ppomq.core.errors import UsageError
 from ppomq.core.metrics import STALLED_AFTER_S, Heartbeat, start_metrics_server
 from ppomq.core.transport.curvezmq import client_from_settings, server_from_settings
+from ppomq.learner.group import GroupLostError, GroupSpec
 from tests.support import free_port
 
 from .test_manifests import (
@@ -48,11 +52,15 @@ from .test_manifests import (
 )
 
 SERVICES = ("learner", "weightserver", "actor")
+# Ranks 1..W-1 of a learner group (components/learner-group): part of the learner.
+PEERS = "learner-peer"
 # Each overlay and the k8s/storage variant applied with it (its namespace and claim).
-STORAGE_OF = {"local": "local", "finite": "local", "gpu-learner": "gpu-learner"}
-# The optional components, in the order an overlay lists them (actor-hpa before
-# finite-run: the other order fails, see test_k8s_actor_hpa_after_finite_run_fails_...).
-COMPONENTS = ("actor-hpa", "dns-kube-dns-only", "storage-class", "finite-run", "podmonitors")
+STORAGE_OF = {"local": "local", "finite": "local", "gpu-learner": "gpu-learner",
+              "learner-group": "local"}  # fmt: skip
+# The optional components, in the order an overlay lists them (actor-hpa and learner-group
+# before finite-run: the other orders fail, see test_k8s_..._after_finite_run_fails_...).
+COMPONENTS = ("actor-hpa", "dns-kube-dns-only", "storage-class", "learner-group", "finite-run",
+              "podmonitors")  # fmt: skip
 STORAGE_CLASS = """apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -101,10 +109,12 @@ def _scratch(root: Path, name: str, kustomization: dict, under: str = "overlays"
 
 
 def _workloads(docs: list[dict]) -> dict[str, dict]:
-    """learner, weightserver, actor (Deployments, or Jobs in a finite run) and redis."""
+    """learner, weightserver, actor (Deployments, or Jobs in a finite run) and redis, and
+    learner-peer with components/learner-group."""
     found = [d for d in docs if d["kind"] in ("Deployment", "Job", "StatefulSet")]
     by_name = {d["metadata"]["name"]: d for d in found}
-    assert len(by_name) == len(found) and set(by_name) == {*SERVICES, "redis"}, sorted(by_name)
+    assert len(by_name) == len(found), sorted(by_name)
+    assert set(by_name) - {PEERS} == {*SERVICES, "redis"}, sorted(by_name)
     return by_name
 
 
@@ -253,6 +263,206 @@ def test_k8s_actor_hpa_after_finite_run_fails_and_says_why(k8s_copy):
     assert "an HPA cannot scale the actor Job" in res.stderr
 
 
+# --------------------------------------------------------------------- learner group
+
+# The kubelet's expansion of a container's command, args and env values: $$ is a $,
+# $(NAME) the value of a variable defined before (left as is when there is none).
+_KUBELET_REF = re.compile(r"\$\$|\$\((\w+)\)")
+
+
+def _kubelet_expand(text: str, env: dict[str, str]) -> str:
+    return _KUBELET_REF.sub(lambda m: "$" if m[0] == "$$" else env.get(m[1], m[0]), text)
+
+
+def _peer_env(docs: list[dict], container: dict, index: int, tmp: Path) -> dict[str, str]:
+    """The environment `ppomq learner` gets in pod `index` of the learner-peer Job: its
+    env with PEER_INDEX from the completion-index annotation, then what the container's
+    shell line exports (run here by sh, with a `ppomq` on PATH that prints RANK)."""
+    env: dict[str, str] = {}
+    for name, value in _container_env(docs, container).items():
+        env[name] = str(index) if name == "PEER_INDEX" else _kubelet_expand(value, env)
+    (item,) = [i for i in container["env"] if i["name"] == "PEER_INDEX"]
+    assert item["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+    )
+    argv = [_kubelet_expand(a, env) for a in container["command"] + container["args"]]
+    stub = tmp / "bin"
+    stub.mkdir(exist_ok=True)
+    (stub / "ppomq").write_text('#!/bin/sh\necho "RANK=$RANK $*"\n')
+    (stub / "ppomq").chmod(0o755)
+    res = _run(argv, env={"PATH": f"{stub}:/usr/bin:/bin", "PEER_INDEX": env["PEER_INDEX"]})
+    assert res.returncode == 0, res.stderr
+    rank, _, args = res.stdout.strip().partition(" ")
+    assert args == "learner", res.stdout  # the image's entrypoint, then the subcommand
+    return env | dict([rank.split("=", 1)])
+
+
+def _check_learner_group(where: str, docs: list[dict], tmp: Path) -> None:
+    """Rank 0 (the learner) and ranks 1..W-1 (learner-peer's pods) form one group as the
+    learner reads torchrun's environment: ranks 0..W-1 once each, one rendezvous at rank
+    0's DNS name, each rank advertising its own name; the same settings, image,
+    resources and CURVE keys on every rank, the run dir on rank 0 only; names published
+    before readiness; all TCP between learner pods and nothing new for anyone else."""
+    workloads = _workloads(docs)
+    lead, peers = workloads["learner"], workloads[PEERS]
+    pod0, pod = lead["spec"]["template"]["spec"], peers["spec"]["template"]["spec"]
+    (c0,), (c,) = pod0["containers"], pod["containers"]
+    env0 = _container_env(docs, c0)
+    spec0 = GroupSpec.from_env(env0)
+    assert spec0 is not None and spec0.rank == 0, where
+    world = spec0.world_size
+    job = peers["spec"]
+    assert job["completionMode"] == "Indexed", where
+    assert job["completions"] == job["parallelism"] == world - 1 >= 1, where
+    # The names: headless, published before the pods are ready (readiness needs the group).
+    headless = _by_kind(docs, "Service")[pod0["subdomain"]]
+    assert pod["subdomain"] == pod0["subdomain"], where
+    assert headless["spec"]["clusterIP"] == "None", where
+    assert headless["spec"]["publishNotReadyAddresses"] is True, where
+    assert all(isinstance(p["targetPort"], int) for p in headless["spec"]["ports"]), where
+    labels0 = lead["spec"]["template"]["metadata"]["labels"]
+    labels = peers["spec"]["template"]["metadata"]["labels"]
+    assert _selects({"matchLabels": headless["spec"]["selector"]}, labels0), where
+    assert _selects({"matchLabels": headless["spec"]["selector"]}, labels), where
+    # The actors' --learner-addr Service: rank 0 only (the others come with the weights).
+    learner_svc = _by_kind(docs, "Service")["learner"]["spec"]["selector"]
+    assert _selects({"matchLabels": learner_svc}, labels0), where
+    assert not _selects({"matchLabels": learner_svc}, labels), where
+
+    rank0_host = f"{pod0['hostname']}.{pod0['subdomain']}"
+    assert spec0.master_addr == rank0_host, (where, spec0.master_addr)
+    assert any(p["containerPort"] == spec0.master_port for p in c0["ports"]), where
+    assert spec0.master_port in {p["port"] for p in headless["spec"]["ports"]}, where
+    ranks = {0: (rank0_host, env0)}
+    for i in range(job["completions"]):
+        env = _peer_env(docs, c, i, tmp)
+        spec = GroupSpec.from_env(env)
+        assert spec is not None, (where, i)
+        assert (spec.world_size, spec.master_addr, spec.master_port) == (
+            world, spec0.master_addr, spec0.master_port), (where, i)  # fmt: skip
+        assert spec.rank not in ranks, (where, i, spec.rank)
+        # An Indexed Job's pod i is named JOB-i in its subdomain.
+        ranks[spec.rank] = f"{peers['metadata']['name']}-{i}.{pod['subdomain']}", env
+    assert sorted(ranks) == list(range(world)), where
+    settings = {}
+    for rank, (host, env) in ranks.items():
+        env = {k: v.replace("$(REDIS_PASSWORD)", "pw") for k, v in env.items()}
+        s = SETTINGS_OF["learner"](**_settings_values(env))
+        assert s.rollout_advertise == f"tcp://{host}:{tcp_port(s.rollout_bind)}", (where, rank)
+        assert urlsplit(s.redis_url.get_secret_value()).username == "ppomq-learner", where
+        settings[rank] = s.model_dump(exclude={"rollout_advertise", "redis_url"})
+    assert all(s == settings[0] for s in settings.values()), where
+    # The same pod but for the run dir, which rank 0 alone writes (and its RWO claim).
+    for key in ("image", "resources", "securityContext", "livenessProbe", "readinessProbe"):
+        assert c.get(key) == c0.get(key), (where, key)
+    for key in ("tolerations", "nodeSelector", "securityContext", "affinity"):
+        assert pod.get(key) == pod0.get(key), (where, key)
+    claims = [v for v in pod["volumes"] if "persistentVolumeClaim" in v]
+    assert not claims and not [m for m in c["volumeMounts"] if m["mountPath"] == "/data/runs"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in pod0["volumes"]
+            if "persistentVolumeClaim" in v] == ["learner-runs"], where  # fmt: skip
+    # A rank's exit is the run's: 0 the end (no restart), 6 the group restarting.
+    assert pod["restartPolicy"] == "Never", where
+    rules = job["podFailurePolicy"]["rules"]
+    by_code = {code: r["action"] for r in rules if "onExitCodes" in r
+               for code in r["onExitCodes"]["values"]}  # fmt: skip
+    assert by_code == {UsageError.exit_code: "FailJob", GroupLostError.exit_code: "Ignore"}
+    assert {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]} in rules
+    _check_group_network(where, docs, labels0, labels)
+
+
+def _check_group_network(where: str, docs: list[dict], rank0: dict, peer: dict) -> None:
+    policies = list(_by_kind(docs, "NetworkPolicy").values())
+
+    def pod(labels: dict) -> dict:
+        return {"labels": labels, "namespace": "ppomq"}
+
+    def can(src: dict, dst: dict, port: int) -> bool:
+        return _allowed(policies, "Egress", src["labels"], dst, port) and _allowed(
+            policies, "Ingress", dst["labels"], src, port)  # fmt: skip
+
+    def component(name: str) -> dict:
+        return pod({"app.kubernetes.io/name": "ppomq", "app.kubernetes.io/component": name})
+
+    # The rendezvous, the rollouts, and gloo's pair ports (random): every TCP port.
+    for port in (29500, 5555, 9100, 41234, 60999):
+        assert can(pod(peer), pod(rank0), port) and can(pod(rank0), pod(peer), port), (
+            where, port)  # fmt: skip
+        assert can(pod(peer), pod(peer), port), (where, port)
+    # Nothing else opens: no one else reaches the rendezvous or the pair ports.
+    for other in ("actor", "weightserver", "redis"):
+        for dst in (rank0, peer):
+            for port in (29500, 41234):
+                assert not can(component(other), pod(dst), port), (where, other, port)
+                assert not can(pod(dst), component(other), port), (where, other, port)
+    for dst in (rank0, peer):
+        assert can(component("actor"), pod(dst), 5555), where
+        assert can(pod(dst), component("redis"), 6379), where
+    # The group's policy admits learner pods only, on TCP only.
+    (group,) = [p for p in policies if p["metadata"]["name"] == "learner-group"]
+    for rule in group["spec"]["ingress"] + group["spec"]["egress"]:
+        assert all(p == {"protocol": "TCP"} for p in rule["ports"]), where
+        for peer_sel in rule.get("from", []) + rule.get("to", []):
+            assert set(peer_sel) == {"podSelector"}, where
+            assert peer_sel["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == (
+                "learner"), where  # fmt: skip
+
+
+def _group_renders(k8s_copy: Path) -> dict[str, list[dict]]:
+    """The overlay, and the component with the GPU overlay and a finite run."""
+    gpu_finite = _scratch(
+        k8s_copy, "group-gpu-finite", {"namespace": "ppomq", "resources": ["../gpu-learner"],
+                                       "components": ["../../components/learner-group",
+                                                      "../../components/finite-run"]},
+    )  # fmt: skip
+    return {
+        "learner-group": _render(REPO / "k8s" / "overlays" / "learner-group"),
+        "gpu+learner-group+finite-run": _render(gpu_finite),
+    }
+
+
+def test_k8s_learner_group_ranks_rendezvous_at_rank_0_under_their_own_names(k8s_copy, tmp_path):
+    """components/learner-group as the learner reads it: W ranks once each, rank 0 the
+    base's learner with the run dir, the others learner-peer's pods with the same pod,
+    over the local overlay and over the GPU overlay as a finite run (both as Jobs then,
+    and the peers on the GPU too); all TCP between learner pods, nothing else opened."""
+    renders = _group_renders(k8s_copy)
+    for where, docs in renders.items():
+        _check_learner_group(where, docs, tmp_path)
+        _check_curve(where, docs)
+        _check_weightserver_disruption(where, docs)
+    finite = _workloads(renders["gpu+learner-group+finite-run"])
+    assert finite["learner"]["kind"] == finite[PEERS]["kind"] == "Job"
+    gpu = finite[PEERS]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert gpu["nvidia.com/gpu"] == 1
+    assert _workloads(renders["learner-group"])["learner"]["kind"] == "Deployment"
+    # W = 3 the way the component's header says to set it: three ranks, two peers.
+    three = _scratch(k8s_copy, "group-of-three", {
+        "namespace": "ppomq", "resources": ["../learner-group"],
+        "configMapGenerator": [{"name": "ppomq-learner-group", "behavior": "merge",
+                                "literals": ["WORLD_SIZE=3"]}],
+        "patches": [{"target": {"kind": "Job", "name": PEERS}, "patch":
+                     "- {op: replace, path: /spec/completions, value: 2}\n"
+                     "- {op: replace, path: /spec/parallelism, value: 2}\n"}],
+    })  # fmt: skip
+    renders["three"] = _render(three)
+    _check_learner_group("three", renders["three"], tmp_path)
+    _validate_strictly(renders, tmp_path)
+
+
+def test_k8s_learner_group_after_finite_run_fails_and_says_why(k8s_copy):
+    """With finite-run first the learner is a Job already: there is no Deployment to copy
+    the peers' pod from, and the render stops saying which order works."""
+    path = _scratch(
+        k8s_copy, "group-wrong-order", {"namespace": "ppomq", "resources": ["../local"],
+                                        "components": ["../../components/finite-run",
+                                                       "../../components/learner-group"]},
+    )  # fmt: skip
+    res = _run([_kubectl(), "kustomize", str(path)])
+    assert res.returncode != 0
+    assert "learner-group must come before components/finite-run" in res.stderr, res.stderr
+
+
 # --------------------------------------------------------------------- weightservers
 
 
@@ -329,7 +539,9 @@ def _combinations() -> list[tuple[str, tuple[str, ...]]]:
     return out
 
 
-def _check_combination(where: str, base: str, combo: tuple[str, ...], docs: list[dict]) -> None:
+def _check_combination(
+    where: str, base: str, combo: tuple[str, ...], docs: list[dict], tmp: Path
+) -> None:
     wrong_ns = [
         f"{d['kind']}/{d['metadata']['name']}"
         for d in docs
@@ -362,14 +574,18 @@ def _check_combination(where: str, base: str, combo: tuple[str, ...], docs: list
     assert bool(monitors) == ("podmonitors" in combo), where
     _check_podmonitors(where, docs, monitors)
     _check_curve(where, docs)
+    assert (PEERS in workloads) == ("learner-group" in combo), where
+    if "learner-group" in combo:
+        _check_learner_group(where, docs, tmp)
 
 
 @pytest.mark.slow  # renders and validates every overlay: about 15 s
 def test_k8s_every_combination_of_the_components_renders_validates_and_holds_together(
     k8s_copy, tmp_path
 ):
-    """actor-hpa, dns-kube-dns-only, storage-class, finite-run and podmonitors all combine,
-    over either overlay, listed in that order (actor-hpa before finite-run)."""
+    """actor-hpa, dns-kube-dns-only, storage-class, learner-group, finite-run and
+    podmonitors all combine, over either overlay, listed in that order (actor-hpa and
+    learner-group before finite-run)."""
     combos, paths = {}, {}
     for i, (base, combo) in enumerate(_combinations()):
         kustomization = {
@@ -381,12 +597,12 @@ def test_k8s_every_combination_of_the_components_renders_validates_and_holds_tog
         name = f"combo-{i}"
         paths[name] = _scratch(k8s_copy, name, kustomization)
         combos[name] = (base, combo)
-    assert len(combos) == 2**5 + 2**4
+    assert len(combos) == 2**6 + 2**5
     with ThreadPoolExecutor(max_workers=2) as pool:  # kubectl processes, one per core
         renders = dict(zip(paths, pool.map(_render, paths.values()), strict=True))
     for name, docs in renders.items():
         base, combo = combos[name]
-        _check_combination(f"{base}+{'+'.join(combo) or 'nothing'}", base, combo, docs)
+        _check_combination(f"{base}+{'+'.join(combo) or 'nothing'}", base, combo, docs, tmp_path)
     _validate_strictly(renders, tmp_path)
 
 
@@ -406,17 +622,21 @@ def _check_podmonitors(where: str, docs: list[dict], monitors: dict[str, dict]) 
             w for w in workloads.values()
             if _selects(spec["selector"], w["spec"]["template"]["metadata"]["labels"])
         ]  # fmt: skip
-        assert len(selected) == 1, (where, name, [w["metadata"]["name"] for w in selected])
-        (workload,) = selected
-        covered.add(workload["metadata"]["name"])
-        (c,) = workload["spec"]["template"]["spec"]["containers"]
-        metrics_port = int(_container_env(docs, c)["PPOMQ_METRICS_PORT"])
-        for endpoint in spec["podMetricsEndpoints"]:
-            assert set(endpoint) <= ENDPOINT_FIELDS, (where, name, endpoint)
-            assert endpoint.get("path", "/metrics") == "/metrics"
-            assert DURATION.match(endpoint.get("interval", "0")), (where, name)
-            ports = [p["containerPort"] for p in c["ports"] if p.get("name") == endpoint["port"]]
-            assert ports == [metrics_port], (where, name, endpoint["port"])
+        # One service's pods: a learner group's ranks are all the learner's.
+        names = {w["metadata"]["name"] for w in selected}
+        assert len(names - {PEERS}) == 1, (where, name, names)
+        assert PEERS not in names or "learner" in names, (where, name, names)
+        covered |= names - {PEERS}
+        for workload in selected:
+            (c,) = workload["spec"]["template"]["spec"]["containers"]
+            metrics_port = int(_container_env(docs, c)["PPOMQ_METRICS_PORT"])
+            for endpoint in spec["podMetricsEndpoints"]:
+                assert set(endpoint) <= ENDPOINT_FIELDS, (where, name, endpoint)
+                assert endpoint.get("path", "/metrics") == "/metrics"
+                assert DURATION.match(endpoint.get("interval", "0")), (where, name)
+                ports = [p["containerPort"] for p in c["ports"]
+                         if p.get("name") == endpoint["port"]]  # fmt: skip
+                assert ports == [metrics_port], (where, name, endpoint["port"])
     if monitors:
         assert covered == set(SERVICES), (where, covered)
 
@@ -463,6 +683,7 @@ _SERVER_FILES = {
 }
 CURVE_FILES = {
     "learner": _SERVER_FILES,
+    PEERS: _SERVER_FILES,
     "weightserver": _SERVER_FILES,
     "actor": {
         "PPOMQ_CURVE_ACTOR_CERT": (CURVE_ACTOR, "actor.key_secret"),
@@ -473,6 +694,7 @@ CURVE_FILES = {
 # never get the server's secret key (nor the allow-list).
 CURVE_SECRETS_OF = {
     "learner": {CURVE_SERVER, CURVE_ALLOWED},
+    PEERS: {CURVE_SERVER, CURVE_ALLOWED},
     "weightserver": {CURVE_SERVER, CURVE_ALLOWED},
     "actor": {CURVE_ACTOR},
     "redis": set(),

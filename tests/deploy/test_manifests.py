@@ -32,8 +32,9 @@ from benchmarks.deploy.composefile import (
     tool,
 )
 from ppomq.cli import build_parser
-from ppomq.core.settings import ENV_PREFIX, WeightserverSettings
+from ppomq.core.settings import ENV_PREFIX, TrainSettings, WeightserverSettings
 from ppomq.healthcheck import SERVICES as HEALTHCHECK_SERVICES
+from ppomq.learner.group import GroupSpec
 
 OVERLAYS = ("local", "gpu-learner")
 ENV_EXAMPLE = REPO / "deploy" / "compose.env.example"
@@ -123,7 +124,7 @@ def test_compose_services_run_real_subcommands_with_their_own_settings(compose):
         check = service["healthcheck"]["test"]
         assert check[:4] == ["CMD", "python", "-m", "ppomq.healthcheck"], name
         assert check[4] == sub and sub in HEALTHCHECK_SERVICES
-    assert set(seen) == {"learner", "weightserver", "actor"}
+    assert set(seen) == {"learner", "learner-1", "weightserver", "actor"}
 
 
 def _mounts(service: dict) -> dict[str, str]:
@@ -246,7 +247,9 @@ def test_compose_builds_the_image_once_and_pulls_nothing_by_default():
 def test_compose_interpolated_ppomq_variables_are_settings(compose):
     """`${PPOMQ_X:-...}` in the file is a knob users set in .env: it must be a setting."""
     names = set(re.findall(r"\$\{(PPOMQ_[A-Z0-9_]+)", COMPOSE_FILE.read_text()))
-    fields = {f"{ENV_PREFIX}{f.upper()}" for cls in SETTINGS_OF.values() for f in cls.model_fields}
+    # PPOMQ_LEARNERS is `ppomq train --learners`, the learner group's size in compose too.
+    models = [*SETTINGS_OF.values(), TrainSettings]
+    fields = {f"{ENV_PREFIX}{f.upper()}" for cls in models for f in cls.model_fields}
     assert names and names <= fields, names - fields
     example = read_env_file(ENV_EXAMPLE)
     assert {k for k in example if k.startswith(ENV_PREFIX)} <= fields
@@ -329,6 +332,78 @@ def test_compose_start_order_health_restart_and_scaling(compose):
             assert (REPO / source).is_file(), source
     assert any(str(v).endswith(":/data/runs") for v in s["learner"]["volumes"])
     assert s["tensorboard"]["profiles"] == ["tensorboard"]
+
+
+def _real_compose_config(tmp_path: Path, env: dict[str, str], *args: str) -> dict:
+    """`docker-compose config` as JSON, with `env` in the shell and an empty .env."""
+    exe = _need("docker-compose")
+    empty = tmp_path / "empty.env"
+    empty.write_text("")
+    res = _run(
+        [exe, "-f", str(COMPOSE_FILE), "--env-file", str(empty), *args, "config",
+         "--format", "json"],
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), **env}, cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0 and not res.stderr.strip(), res.stderr
+    return json.loads(res.stdout)["services"]
+
+
+def _rank(service: dict) -> GroupSpec | None:
+    """The learner group a service's learner joins (torchrun's environment), as the
+    learner reads it; None for a learner alone."""
+    return GroupSpec.from_env(service.get("environment", {}))
+
+
+def test_compose_learner_group_profile_runs_two_ranks_and_plain_up_one_learner(tmp_path):
+    """`PPOMQ_LEARNERS=2 docker compose --profile learner-group up`: the learner is rank 0
+    and learner-1 rank 1 of one group, rendezvousing at rank 0, each advertising its own
+    rollout endpoint, with the same settings, CURVE keys and Redis user; rank 1 writes
+    nothing (no runs volume) and never trains alone. A plain `up` is one learner alone.
+    The real Compose and our resolver agree on both."""
+    alone = _real_compose_config(tmp_path, {})
+    assert "learner-1" not in alone and _rank(alone["learner"]) is None
+    real = _real_compose_config(tmp_path, {"PPOMQ_LEARNERS": "2"}, "--profile", "learner-group")
+    ours = resolve_compose({"PPOMQ_LEARNERS": "2"})["services"]
+    ranks = {}
+    for name in ("learner", "learner-1"):
+        env = {k: v for k, v in real[name]["environment"].items() if v is not None}
+        assert env == ours[name]["environment"], name
+        assert real[name]["command"] == ["learner"] and real[name].get("entrypoint") is None
+        spec = _rank(real[name])
+        assert spec is not None and spec.world_size == 2, name
+        ranks[spec.rank] = name, env, SETTINGS_OF["learner"](**_settings_values(env))
+    assert sorted(ranks) == [0, 1] and ranks[0][0] == "learner"
+    assert real["learner-1"]["profiles"] == ["learner-group"]
+    (_, env0, s0), (_, env1, s1) = ranks[0], ranks[1]
+    # The rendezvous is rank 0's service; both ranks name the same one.
+    assert env0["MASTER_ADDR"] == env1["MASTER_ADDR"] == "learner"
+    assert env0["MASTER_PORT"] == env1["MASTER_PORT"]
+    # Each rank's actors reach it at its own name, on the port it binds.
+    for name, s in (("learner", s0), ("learner-1", s1)):
+        assert tcp_host(s.rollout_advertise) == name
+        assert tcp_port(s.rollout_advertise) == tcp_port(s.rollout_bind)
+    # Everything else alike: PPO, model, run, CURVE, Redis URL (the ppomq-learner user).
+    same = {k for k in env0 if k not in ("RANK", "PPOMQ_ROLLOUT_ADVERTISE")}
+    assert same == {k for k in env1 if k not in ("RANK", "PPOMQ_ROLLOUT_ADVERTISE")}
+    assert {k: env0[k] for k in same} == {k: env1[k] for k in same}
+    assert urlsplit(env1["PPOMQ_REDIS_URL"]).username == "ppomq-learner"
+    mounts = {name: _mounts(ours[name]) for name in ("learner", "learner-1")}
+    assert mounts["learner-1"] == {"/keys/server": "keys-server"}
+    assert mounts["learner"]["/keys/server"] == "keys-server" and "/data/runs" in mounts["learner"]
+    one = ours["learner-1"]
+    assert one["depends_on"]["keys"] == {"condition": "service_completed_successfully"}
+    assert one["depends_on"]["learner"] == {"condition": "service_started"}
+    assert one["restart"] == "on-failure" and one["healthcheck"]["test"][4] == "learner"
+    host_ports = [str(p).rpartition(":")[0] for n in ("learner", "learner-1")
+                  for p in ours[n]["ports"]]  # fmt: skip
+    assert len(set(host_ports)) == len(host_ports), host_ports
+    # Rank 1 never runs as a learner alone (a second publisher of the run), whatever
+    # PPOMQ_LEARNERS says; rank 0 is alone unless it says 2.
+    for value in (None, "1", "2"):
+        env = {} if value is None else {"PPOMQ_LEARNERS": value}
+        s = resolve_compose(env)["services"]
+        assert _rank(s["learner-1"]) is not None, value
+        assert (_rank(s["learner"]) is None) == (value != "2"), value
 
 
 # --------------------------------------------------------------------------- Dockerfile
@@ -637,7 +712,8 @@ def _allowed(policies: list[dict], direction: str, pod: dict, peer: dict, port: 
     for p in applying:
         for rule in p["spec"].get(key, []):
             ports = rule.get("ports")
-            if ports and not any(pp.get("port") == port for pp in ports):
+            # A port entry without a port is every port (of its protocol).
+            if ports and not any(pp.get("port", port) == port for pp in ports):
                 continue
             peers = rule.get(peers_key)
             if not peers or any(_peer_matches(x, peer["labels"], peer["namespace"]) for x in peers):

@@ -186,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
         f"run {run_id}: version {status['version']}, {status['env_steps']:,} env steps, "
         f"{status['sps']:,.0f} SPS, return(20) {'n/a' if ret is None else f'{ret:.1f}'}, "
         f"mode {status['mode']} (max staleness {status['max_staleness']}), "
-        f"updated {status['status_age_s']} s ago"
+        f"{learners_words(status)}updated {status['status_age_s']} s ago"
     )
     done = status["finished"]
     if done:
@@ -310,3 +310,9 @@ def register(sub: Any) -> None:
         "--json", action="store_true", help="print one JSON object (every actor, whatever --top)"
     )
     p.set_defaults(func=_run)
+
+
+def learners_words(status: dict) -> str:
+    """A learner group's size, said when there is one (older statuses have no key)."""
+    learners = int(status.get("learners") or 1)
+    return f"a group of {learners} learners, " if learners > 1 else ""
