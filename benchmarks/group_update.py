@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import platform
 import statistics
 import tempfile
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--world must include 1: the baseline of S")
     cases = args.cases.split(",")
     samples: dict[tuple[str, int], dict[str, list[float]]] = {}
+    load_before = os.getloadavg()[0]
     for r in range(args.rounds):
         order = worlds if r % 2 == 0 else worlds[::-1]
         for case in cases:
@@ -141,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m benchmarks.group_update " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"
     )
+    load_after = os.getloadavg()[0]
     machine = (f"{mp.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-               f"torch {torch.__version__}, python {platform.python_version()}")  # fmt: skip
+               f"torch {torch.__version__}, python {platform.python_version()}; 1-minute "
+               f"load average {load_before:.2f} before, {load_after:.2f} after")  # fmt: skip
     doc = {"command": command, "machine": machine, "rows": rows,
            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
     out = Path(args.out)
@@ -158,7 +162,8 @@ def render(doc: dict[str, Any]) -> str:
         "# Learner group: the update alone, W ranks on one batch",
         "",
         f"`{doc['command']}` on {doc['machine']}; finished {doc['finished']}. Each rank is one "
-        "process with one torch thread; no actors or Redis run beside them. Update = rank "
+        "process with one torch thread; no actors or Redis of ppomq's run beside them (the "
+        "load average says what else did). Update = rank "
         "0's wall time from a barrier to the end of its update, the median over rounds of "
         "each round's median; all-reduce = its time in collectives, waits for the slowest "
         "rank included. S = T1 / TW (the same total batch), E = S / W; W = 1 is a learner "

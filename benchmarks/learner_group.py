@@ -26,6 +26,10 @@ Studies:
   objective  PPO-Clip against PPO-Penalty (`--objective kl-penalty`) at the largest batch
              (halfcheetah's 2,048, --objective-task), W = 2, with a greedy evaluation at
              the end: SPS, final training return and eval return at equal env steps.
+  allreduce  what one minibatch step's all-reduce costs here, outside ppomq: two
+             processes all-reduce a buffer of PROBE_FLOATS float32 (gloo, loopback)
+             PROBE_STEPS times, beside 0, 2 and 4 busy-looping processes (the actors
+             and the other services of a run stand for them): median, mean, p90.
   straggler  DD-PPO's straggler rule at W = 2 on the I/O-bound env, one rank's actors
              slower than the other's: `ppomq train --learners 2 --actors 3` (actors 0 and
              2 feed rank 0, actor 1 rank 1; actor i goes to rank i mod W) plus one
@@ -51,6 +55,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import multiprocessing as mp
 import os
 import shlex
 import shutil
@@ -59,6 +64,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +104,10 @@ TASKS: dict[str, dict[str, Any]] = {
     },
 }
 STUDIES = ("scaling", "objective", "straggler")
+PROBE = "allreduce"  # not a `ppomq train` study: see allreduce_probe
+PROBE_FLOATS = 10_000  # about either MLP's gradient: 9,155 (CartPole), ~11,000 (HalfCheetah)
+PROBE_STEPS = 1000
+PROBE_BUSY = (0, 2, 4)
 SCALING_ARMS = {"W1": ["--learners", "1"], "W2": ["--learners", "2"]}
 OBJECTIVE_ARMS = {
     "clip": ["--learners", "2", "--objective", "clip"],
@@ -139,7 +149,7 @@ def plan(studies: list[str], tasks: list[str], objective_task: str, rounds: int)
     arms of one comparison back to back, reversed every other round."""
     jobs = []
     for r in range(rounds):
-        for study in studies:
+        for study in (s for s in studies if s in STUDIES):  # PROBE runs after them
             its_tasks = {"scaling": tasks, "objective": [objective_task], "straggler": ["sleep"]}
             for task in its_tasks[study]:
                 arms = list(arms_of(study))
@@ -324,6 +334,62 @@ def _mean_age(hist: dict[str, int]) -> float | None:
     return round(sum(int(k) * v for k, v in hist.items()) / n, 3) if n else None
 
 
+# --- the all-reduce probe ------------------------------------------------------------------
+
+
+def _probe_rank(rank: int, port: int, floats: int, steps: int, out: Any) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)  # as a learner rank
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    buf = torch.zeros(floats)
+    for _ in range(50):  # warm-up: connections, allocations
+        dist.all_reduce(buf)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        dist.all_reduce(buf)
+        times.append(time.perf_counter() - t0)
+    dist.barrier()
+    if rank == 0:
+        out.put(times)
+    dist.destroy_process_group()
+
+
+def _spin(stop: Any) -> None:
+    while not stop.is_set():
+        pass
+
+
+def allreduce_probe(busy: int, floats: int = PROBE_FLOATS, steps: int = PROBE_STEPS) -> dict:
+    """All-reduce latency between two fresh processes, with `busy` spinning beside them."""
+    ctx = mp.get_context("spawn")
+    stop, out = ctx.Event(), ctx.Queue()
+    spinners = [ctx.Process(target=_spin, args=(stop,)) for _ in range(busy)]
+    port = two_free_ports()[0]
+    ranks = [ctx.Process(target=_probe_rank, args=(r, port, floats, steps, out)) for r in (0, 1)]
+    for proc in [*spinners, *ranks]:
+        proc.start()
+    try:
+        times = sorted(out.get(timeout=300))
+    finally:
+        stop.set()
+        for proc in [*ranks, *spinners]:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    return {
+        "busy": busy,
+        "floats": floats,
+        "steps": steps,
+        "median_ms": round(1000 * statistics.median(times), 3),
+        "mean_ms": round(1000 * statistics.fmean(times), 3),
+        "p90_ms": round(1000 * times[int(0.9 * len(times))], 3),
+        "load_before": harness.loadavg(),
+    }
+
+
 # --- summarising ---------------------------------------------------------------------------
 
 
@@ -497,17 +563,33 @@ def commands(doc: dict[str, Any], study: str) -> list[str]:
     return lines
 
 
+def _rounds(doc: dict[str, Any]) -> int:
+    return 1 + max((r["round"] for r in doc["runs"]), default=0)
+
+
+def _invocations(doc: dict[str, Any]) -> str:
+    """The commands whose figures the file holds (a later one replaced its studies)."""
+    studies = {r["study"] for r in doc["runs"]} | ({PROBE} if doc.get("allreduce") else set())
+    live = []
+    for inv in reversed(doc["invocations"]):
+        mine = studies & set(inv["studies"])
+        if mine:
+            live.append(inv)
+            studies -= mine
+    return ", then ".join(f"`{inv['command']}`" for inv in reversed(live))
+
+
 def render_markdown(doc: dict[str, Any]) -> str:
     m = doc["meta"]
     by = {st: [e for e in doc["summary"] if e["study"] == st] for st in STUDIES}
     lines = [
         "# Learner group (DD-PPO): one learner against two",
         "",
-        f"`{m['command']}` (each run under `flock -o {harness.LOCK_PATH}`) on "
+        f"{_invocations(doc)} (each run under `flock -o {harness.LOCK_PATH}`) on "
         f"{harness.machine_line(m['machine'])}; 1-minute load average "
         f"{m['load_before']} before, {m['load_after']} after (a shared machine); finished "
         f"{m['date']}. Every run is one `ppomq train`, timed from the command to its exit; "
-        f"medians over {m['rounds']} interleaved round(s) (the arms back to back, their order "
+        f"medians over {_rounds(doc)} interleaved round(s) (the arms back to back, their order "
         "reversed every other round; round r runs seed r + 1 in every arm). SPS, whole run = "
         "env steps / (command to the last update); steady SPS = env steps per learner second "
         f"after the first update past {m['steady_from']:.0%} of the run's env steps. Per "
@@ -564,6 +646,23 @@ def render_markdown(doc: dict[str, Any]) -> str:
             *straggler_table(by["straggler"]),
             *commands(doc, "straggler"),
         ]
+    if doc.get("allreduce"):
+        lines += [
+            "",
+            "## One all-reduce on this machine, outside ppomq",
+            "",
+            f"Two fresh processes all-reduce {PROBE_FLOATS:,} float32 (about either MLP's "
+            f"gradient) {PROBE_STEPS:,} times with gloo over loopback, one torch thread "
+            "each, beside N busy-looping processes; 1-minute load average before each.",
+            "",
+            "| busy processes | median, ms | mean, ms | p90, ms | load before |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {p['busy']} | {p['median_ms']:.3f} | {p['mean_ms']:.3f} | {p['p90_ms']:.3f} "
+            f"| {p['load_before'][0]} |"
+            for p in doc["allreduce"]
+        ]
     failed = [r for r in doc["runs"] if not r.get("ok")]
     if failed:
         lines += ["", "## Runs that failed", ""]
@@ -574,9 +673,28 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def previous(out: Path, studies: list[str], *, keep: bool) -> dict[str, Any]:
+    """The result file to add to: with `keep`, OUT/learner_group.json's runs of the studies
+    not run now (and its probe, unless it runs now) stay; else a fresh one."""
+    path = out / "learner_group.json"
+    doc: dict[str, Any] = {"benchmark": "learner-group", "invocations": [], "runs": []}
+    if keep and path.exists():
+        old = json.loads(path.read_text())
+        if old.get("benchmark") == doc["benchmark"]:
+            doc["invocations"] = old.get("invocations", [])
+            doc["runs"] = [r for r in old.get("runs", []) if r["study"] not in studies]
+            if PROBE not in studies and old.get("allreduce"):
+                doc["allreduce"] = old["allreduce"]
+            if "meta" in old:
+                doc["meta"] = old["meta"]
+    return doc
+
+
 def save(doc: dict[str, Any], out: Path) -> None:
     doc["summary"] = summarise(doc["runs"])
-    doc["meta"]["load_after"] = harness.loadavg()
+    now = harness.utc_now()
+    doc["meta"]["load_after"] = doc["invocations"][-1]["load_after"] = harness.loadavg()
+    doc["meta"]["date"] = doc["invocations"][-1]["date"] = now
     harness.write_results(out, "learner_group", doc, render_markdown(doc))
 
 
@@ -585,7 +703,7 @@ def save(doc: dict[str, Any], out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--studies", default=",".join(STUDIES))
+    p.add_argument("--studies", default=",".join([*STUDIES, PROBE]))
     p.add_argument("--tasks", default=",".join(TASKS), help="the scaling study's tasks")
     p.add_argument("--objective-task", default="halfcheetah")
     p.add_argument("--rounds", type=int, default=3)
@@ -610,12 +728,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--out", type=Path, default=harness.RESULTS)
     p.add_argument("--workdir", type=Path, default=WORKDIR)
+    p.add_argument("--no-keep", dest="keep", action="store_false",
+                   help="start OUT/learner_group.json afresh (default: keep the runs of "
+                   "the studies not run now)")  # fmt: skip
     harness.add_lock_option(p, default=harness.LOCK_PATH)
     args = p.parse_args(argv)
     studies = [s for s in args.studies.split(",") if s]
     tasks = [t for t in args.tasks.split(",") if t]
-    if bad := [s for s in studies if s not in STUDIES]:
-        p.error(f"--studies: unknown {bad}; choose from {list(STUDIES)}")
+    if bad := [s for s in studies if s not in (*STUDIES, PROBE)]:
+        p.error(f"--studies: unknown {bad}; choose from {[*STUDIES, PROBE]}")
     if bad := [t for t in [*tasks, args.objective_task] if t not in TASKS]:
         p.error(f"--tasks/--objective-task: unknown {bad}; choose from {list(TASKS)}")
     steps = {t: int(v["steps"]) for t, v in TASKS.items()}
@@ -640,10 +761,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         timeout_s=args.timeout_s,
     )
     jobs = plan(studies, tasks, args.objective_task, args.rounds)
-    doc: dict[str, Any] = {
-        "benchmark": "learner-group",
-        "meta": {
-            "command": harness.command_line("learner_group", argv),
+    doc = previous(args.out, studies, keep=args.keep)
+    invocation = {"command": harness.command_line("learner_group", argv),
+                  "load_before": harness.loadavg(), "studies": studies}  # fmt: skip
+    doc["invocations"].append(invocation)
+    if jobs or "meta" not in doc:
+        doc["meta"] = {
+            "command": invocation["command"],
             "machine": harness.machine(),
             "load_before": harness.loadavg(),
             "rounds": args.rounds,
@@ -654,13 +778,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval_episodes": args.eval_episodes,
             "steady_from": args.steady_from,
             "actors": ACTORS,
-        },
-        "runs": [],
-    }
+        }
     for i, job in enumerate(jobs, 1):
         rec = run_job(job, cfg, args.workdir, args.lock)
         doc["runs"].append(rec)
-        doc["meta"]["date"] = harness.utc_now()
         save(doc, args.out)
         state = "ok" if rec["ok"] else f"FAILED: {rec['error']}"
         print(
@@ -668,6 +789,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"steady {_f(rec.get('steady_sps'))} SPS, {state}",
             flush=True,
         )
+    if PROBE in studies:
+        doc["allreduce"] = []
+        for busy in PROBE_BUSY:
+            with harness.BenchLock(args.lock):
+                doc["allreduce"].append(allreduce_probe(busy))
+            save(doc, args.out)
     print(render_markdown(doc))
     return 0 if all(r["ok"] for r in doc["runs"]) else 1
 

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The learner group (DD-PPO) on the GPU machine that is sometimes lent (16 cores, one H100
-# or H200, Python 3.12 with torch CUDA and numpy, no package registry): the CUDA tests, the
-# learner's update on CUDA against the CPU, and the sweep of `ppomq train --learners W` over
-# W in 1,2,4,8 (CartPole and HalfCheetah, the same total batch). Under 8 minutes; every
+# or H200, Python 3.12 with torch CUDA and numpy, no package registry): (a) the CUDA tests,
+# (b) the learner's update on CUDA against the CPU, (c) the group's update alone with W in
+# 1,2,4,8 ranks of one core each (CartPole, HalfCheetah, the Atari CNN), and (d) the sweep of
+# `ppomq train --learners W` over W in 1,2,4,8 (CartPole and HalfCheetah, the same total
+# batch). Under 8 minutes; every
 # step is bounded by `timeout` and a deadline, and a failed step leaves the others running.
 #
 # Here, once (the wheels the machine lacks, into .device-wheels, ignored by git):
@@ -12,8 +14,8 @@
 # Here on the CPU, a smoke test of the whole script (CUDA parts skipped without a GPU):
 #   OUT=/tmp/lg-out QUICK=1 PY=.venv/bin/python bash benchmarks/device/learner_group.sh
 #
-# Results under $OUT (7 files): learner_group_device.md (everything, one page),
-# cuda_update.{json,md}, group_sweep.{json,md}, log.txt (all output), runs.tgz (each
+# Results under $OUT (9 files): learner_group_device.md (everything, one page),
+# cuda_update.{json,md}, group_update.{json,md}, group_sweep.{json,md}, log.txt (all output), runs.tgz (each
 # sweep run's logs, summary.json and progress.csv).
 #
 # Settings (environment): OUT (required), QUICK=1 (W 1,2, 10 s runs, a small update case),
@@ -140,7 +142,13 @@ else
   echo "not run: no GPU"
 fi
 
-step "(c) the learner-group sweep: W in $LEARNERS, $TASKS, $ACTORS actors, ${DURATION_S} s runs"
+step "(c) the update alone: W ranks of one torch thread each, no actors (benchmarks.group_update)"
+if [[ "$QUICK" == 1 ]]; then GU_ARGS=(--world 1,2 --cases cartpole --rounds 1 --updates 1)
+else GU_ARGS=(--world 1,2,4,8 --cases cartpole,halfcheetah,atari --rounds 2 --updates 2); fi
+timeout -k 10 "$(cap 120)" "$PY" -m benchmarks.group_update --out "$WORK/res/group_update" "${GU_ARGS[@]}"
+echo "group_update: exit $?"
+
+step "(d) the learner-group sweep: W in $LEARNERS, $TASKS, $ACTORS actors, ${DURATION_S} s runs"
 # Leave 25 s for packing the results; a run that would end past the deadline is skipped.
 DEADLINE=$(( $(date +%s) + $(left) - 25 ))
 SW_ARGS=(--learners "$LEARNERS" --tasks "$TASKS" --actors "$ACTORS" --duration-s "$DURATION_S"
@@ -150,7 +158,7 @@ timeout -k 10 "$(cap $(( $(left) - 15 )))" "$PY" -m benchmarks.device.group_swee
 echo "group_sweep: exit $?"
 
 step "results"
-for f in cuda_update.json cuda_update.md group_sweep.json group_sweep.md; do
+for f in cuda_update.json cuda_update.md group_update.json group_update.md group_sweep.json group_sweep.md; do
   [[ -f "$WORK/res/$f" ]] && cp "$WORK/res/$f" "$OUT/"
 done
 if [[ -d "$WORK/runs" ]]; then
@@ -181,7 +189,7 @@ if xml.exists():
         lines.append(f"- `{case.get('classname')}::{case.get('name')}`: {state}")
 else:
     lines.append(os.environ["TEST_STATE"] + ".")
-for stem, title in (("cuda_update", "(b) "), ("group_sweep", "(c) ")):
+for stem, title in (("cuda_update", "(b) "), ("group_update", "(c) "), ("group_sweep", "(d) ")):
     md = res / f"{stem}.md"
     body = md.read_text().replace("\n# ", "\n## ") if md.exists() else "# not run\n"
     lines += ["", body.replace("# ", "## " + title, 1).rstrip()]

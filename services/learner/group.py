@@ -138,6 +138,8 @@ class LearnerGroup:
             watchdog.cancel()
         self.store.set_timeout(timedelta(seconds=timeout_s))
         self._lost: str | None = None
+        # Each other rank's heartbeat count and when it last moved (the heartbeat's).
+        self._seen: dict[int, tuple[int, float]] = {}
         # Seconds spent in collectives, waits for the slowest rank included.
         self.comm_s = 0.0
         self._buffers: dict[tuple[int, torch.dtype], torch.Tensor] = {}
@@ -165,7 +167,7 @@ class LearnerGroup:
         except RuntimeError as exc:
             self._lost = f"the rendezvous store is unreachable ({_first_line(exc)})"
             return
-        seen: dict[int, tuple[int, float]] = {}
+        seen = self._seen
         while not self._closed.wait(HEARTBEAT_S):
             try:
                 store.add(f"hb/{self.rank}", 1)
@@ -185,6 +187,16 @@ class LearnerGroup:
                 self._lost = f"the rendezvous store on rank 0 stopped answering ({why})"
                 return
 
+    def _silent_rank(self) -> str | None:
+        """The rank whose heartbeat stopped longest ago, once it missed two beats: a
+        collective's timeout names no rank, and it may come before the heartbeat's."""
+        now = time.monotonic()
+        silent = {r: now - t for r, (_, t) in list(self._seen.items())}
+        rank = max(silent, key=silent.__getitem__, default=None)
+        if rank is None or silent[rank] <= 2 * HEARTBEAT_S:
+            return None
+        return f"rank {rank} sent no heartbeat for {silent[rank]:.0f} s"
+
     def check(self) -> None:
         """Raise GroupLostError once the heartbeat has found a rank lost."""
         if self._lost is not None:
@@ -201,7 +213,8 @@ class LearnerGroup:
         try:
             return op()
         except RuntimeError as exc:  # DistBackendError, gloo's timeouts and resets
-            raise self._lost_error(self._lost or _first_line(exc)) from None
+            why = self._lost or self._silent_rank() or _first_line(exc)
+            raise self._lost_error(why) from None
         finally:
             self.comm_s += time.perf_counter() - t0
 
@@ -252,7 +265,10 @@ class LearnerGroup:
 
     def mark_ready(self, version: int) -> None:
         """This rank holds what it trains on for `version` (the straggler rule counts it)."""
-        self.store.add(f"ready/{version}", 1)
+        try:
+            self.store.add(f"ready/{version}", 1)
+        except RuntimeError as exc:  # rank 0, and its store, gone
+            raise self._lost_error(self._lost or _first_line(exc)) from None
 
     def ready_count(self, version: int) -> int:
         """How many ranks hold their batch for `version`."""

@@ -88,9 +88,6 @@ class LearnerLoop:
         # checkpoint: rank 0's checkpoint carries it, and a restarted group hands each
         # rank its own back, so the ledger adds up across restarts too.
         self.member_states: list[dict[str, Any]] = []
-        # True while an update changes the parameters: a group lost then leaves them
-        # half-stepped, and no checkpoint may be written of them.
-        self.torn = False
         # The roster's clock: stopped while this loop trains and publishes (step).
         self.receiving = receiving or ReceivingClock()
         # Async: samples per update, fixed for the run whatever number of actors is live,
@@ -302,9 +299,7 @@ class LearnerLoop:
     def _train(self, batches: list[RolloutBatch], t_wait: float, stop: WarmStop) -> None:
         """Train on `batches`, publish the new version, record it, checkpoint when due."""
         run = self.run
-        self.torn = True
         stats = self.trainer.update(batches, run.env_steps)
-        self.torn = False
         run.trained_samples += int(stats["charts/samples"])
         run.version += 1
         self.take_door()  # before any actor can hold this version's weights

@@ -52,7 +52,7 @@ from ppomq.learner.device import describe, resolve_device, resolve_threads
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
 from ppomq.learner.finish import finish_run, mark_finished
-from ppomq.learner.group import GroupSpec, LearnerGroup, pick_backend
+from ppomq.learner.group import GroupLostError, GroupSpec, LearnerGroup, pick_backend
 from ppomq.learner.loop import LearnerLoop, build_loop
 from ppomq.learner.receiver import BatchQueue, BatchReceiver
 from ppomq.learner.recovery import choose_start, move_aside, resume
@@ -440,6 +440,7 @@ def _train(
     last_log = 0.0
     finished = False
     disk: StorageFullError | None = None
+    lost = False
     try:
         while not loop.ended(stop):
             loop.take_door()
@@ -453,6 +454,12 @@ def _train(
             loop.share_states()  # every rank's counters for the summary and the checkpoint
     except FastStop:
         pass  # a second signal: skip the rest of the update, clean up below
+    except GroupLostError:
+        # Rank 0's counters now hold batches it accepted that the group never trained,
+        # and the other ranks' states are as of the last checkpoint: that checkpoint,
+        # written at an update every rank agreed on, is the one the group restarts from.
+        lost = True
+        raise
     except (OSError, RedisError) as exc:
         # A full or read-only disk: stop as for a signal, saying so, and write what can
         # still be written; anything else is a crash (the launcher restarts the learner).
@@ -467,12 +474,12 @@ def _train(
             receiver.stop()
             receiver.join(timeout=5)
             loop.take_door()
-            # Rank 0 of a group writes for it, and never parameters that a lost rank left
-            # half-stepped (the last checkpoint and Redis's versions stay the way on).
+            # Rank 0 of a group writes for it, and no checkpoint of a lost group (its
+            # parameters may be half-stepped, its counters ahead of what was trained).
             if loop.lead:
                 assert loop.run.recorder is not None
                 writes = [loop.write_status, loop.run.recorder.close]
-                if not loop.torn:
+                if not lost:
                     writes.insert(0, loop.checkpoint)
                 for write in writes:
                     disk = _storage_guarded(write, run_dir) or disk

@@ -1,7 +1,7 @@
 """`python -m benchmarks.learner_group` end to end on tiny real runs: one learner and a
 group of two on CartPole, both objectives at W = 2, and the straggler study with its
-hand-started slow actor; every figure is read back from the run dirs. Speedups are not
-asserted (timing belongs to the benchmark)."""
+hand-started slow actor, and the all-reduce probe; every figure is read back from the run
+dirs. Speedups are not asserted (timing belongs to the benchmark)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,23 @@ def test_steady_figures_start_past_the_given_share_of_the_run() -> None:
     assert got["update_total_ms"] == pytest.approx(1000.0)
 
 
+def test_a_later_invocation_replaces_only_the_studies_it_runs(tmp_path: Path) -> None:
+    old = {
+        "benchmark": "learner-group", "meta": {"command": "first"},
+        "invocations": [{"command": "first", "studies": ["scaling", "straggler", "allreduce"]}],
+        "runs": [{"study": "scaling", "round": 0}, {"study": "straggler", "round": 0}],
+        "allreduce": [{"busy": 0}],
+    }  # fmt: skip
+    (tmp_path / "learner_group.json").write_text(json.dumps(old))
+    doc = bench.previous(tmp_path, ["straggler"], keep=True)
+    assert [r["study"] for r in doc["runs"]] == ["scaling"] and doc["allreduce"] == [{"busy": 0}]
+    doc["invocations"].append({"command": "second", "studies": ["straggler"]})
+    doc["runs"].append({"study": "straggler", "round": 0})
+    assert bench._invocations(doc) == "`first`, then `second`"
+    assert bench.previous(tmp_path, ["allreduce"], keep=True).get("allreduce") is None
+    assert bench.previous(tmp_path, ["straggler"], keep=False)["runs"] == []
+
+
 @pytest.mark.slow
 def test_quick_run_measures_every_study(tmp_path: Path) -> None:
     out = tmp_path / "results"
@@ -61,6 +78,9 @@ def test_quick_run_measures_every_study(tmp_path: Path) -> None:
         assert r["slow_actor"]["accepted"] > 0  # the actor started beside the run trained
     scaling = next(e for e in doc["summary"] if e["study"] == "scaling")
     assert math.isclose(scaling["efficiency"], scaling["speedup"] / 2, abs_tol=1e-3)
+    probe = {p["busy"]: p for p in doc["allreduce"]}
+    assert set(probe) == set(bench.PROBE_BUSY)
+    assert all(0 < p["median_ms"] <= p["p90_ms"] for p in probe.values())
     md = (out / "learner_group.md").read_text()
     assert "| CartPole-v1 (learner-bound) | 2 | 1 |" in md
     assert "BENCH_SLEEP_STEP_S=0.006" in md  # the slow actor's command, 3 x 2 ms
