@@ -257,7 +257,8 @@ def _assert_ledger_adds_up(summary: dict[str, Any], actors: int) -> None:
 TOTAL_STEPS = 30_000
 
 
-@pytest.mark.parametrize("world", [2, 3])
+# W = 3 here: the other tests run groups of two (and tests/learner/test_group.py both).
+@pytest.mark.parametrize("world", [3])
 def test_a_group_trains_to_its_end_with_identical_parameters_on_every_rank(group_run, world):
     run = group_run("--learners", str(world), "--actors", "4",
                     "--total-steps", str(TOTAL_STEPS), "--eval-episodes", "2")  # fmt: skip
@@ -398,17 +399,6 @@ def test_a_rank_stopped_mid_run_never_hangs_the_group(group_run):
     print(f"\n[rank 1 SIGSTOP, --group-timeout-s {GROUP_TIMEOUT_S}] rank 0 left {left_s:.2f} s "
           "after the stop")  # fmt: skip
     _report("rank 1 SIGSTOP", run, got)
-
-
-def test_rank_0_killed_mid_run_the_group_restarts(group_run):
-    run = group_run(*_loss_args())
-    got = _lose_a_rank_and_finish(run, "learner", signal.SIGKILL)
-    out = run.output()
-    assert "learner was killed by SIGKILL; restarting" in out, out
-    # Rank 1 was stopped with its group (the launcher's gang stop, or its own exit 6).
-    assert re.search(r"learner-1 (was killed by SIGKILL|exited with 6); restarting", out), out
-    _assert_resumed(run, got)
-    _report("rank 0 SIGKILL", run, got)
 
 
 TORCHRUN_KILL_AT = 20  # small updates here (128 samples a rank): a few seconds in

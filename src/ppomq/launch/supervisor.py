@@ -218,9 +218,9 @@ class Launcher(Shutdown):
         )
         for rank, bind in enumerate(binds):
             name = "learner" if rank == 0 else f"learner-{rank}"
-            settings = learner.model_copy(
-                update={"rollout_bind": bind, "rollout_advertise": connect_addr(bind)}
-            )
+            # A group's rank says where its actors connect (rank 0 publishes every rank's).
+            own = {"rollout_advertise": connect_addr(bind)} if s.learners > 1 else {}
+            settings = learner.model_copy(update={"rollout_bind": bind, **own})
             env = child_env(settings) | {k: str(v) for k, v in group_env(rank).items()}
             child = Child(name, ["learner"], env, logs / f"{name}.log")
             if rank == 0:
