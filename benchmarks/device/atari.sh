@@ -20,8 +20,9 @@
 # logs, summary.json and progress.csv).
 #
 # Settings (environment): OUT (required), QUICK=1 (short runs on the CPU), PY (python3),
-# WHEELS (.device-wheels-atari), BUDGET_S (440: the whole script's time), FLEET_ACTORS (14),
-# DURATION_S (50), RUN_TESTS (1 with a GPU), WORK (/tmp/atari-work), LOCK
+# WHEELS (.device-wheels-atari), BUDGET_S (440: the whole script's time), PARTS (a,b,c,d:
+# the parts to run), ARMS (preset,fleet), BPV (1: the learner's --batches-per-version, a
+# list runs each), ROUNDS (1), FLEET_ACTORS (14), DURATION_S (50), RUN_TESTS (1 with a GPU), WORK (/tmp/atari-work), LOCK
 # (/tmp/ppomq-bench.lock), FARM=1 (import the checkout through /tmp/ppomq-pkg even where
 # ppomq is installed).
 set -uo pipefail
@@ -48,6 +49,9 @@ if [[ "$QUICK" == 1 ]]; then
 else
   FLEET_ACTORS=${FLEET_ACTORS:-14}; DURATION_S=${DURATION_S:-50}; DEVICE=cuda
 fi
+PARTS=",${PARTS:-a,b,c,d},"
+part() { [[ "$PARTS" == *",$1,"* ]]; }
+ARMS=${ARMS:-preset,fleet}; BPV=${BPV:-1}; ROUNDS=${ROUNDS:-1}
 mkdir -p "$OUT" "$WORK"
 rm -rf "$WORK/res" "$WORK/runs"
 mkdir -p "$WORK/res"
@@ -58,10 +62,12 @@ device_environment
 [[ "$HAS_CUDA" == 1 ]] || DEVICE=cpu
 
 step "(a) the CUDA tests"
-cuda_tests 110
+if part a; then cuda_tests 110; else TEST_STATE="not run: left out (PARTS)"; fi
 
 step "(b) the Nature CNN update, CUDA against the CPU"
-if [[ "$HAS_CUDA" == 1 ]]; then
+if ! part b; then
+  echo "left out (PARTS)"
+elif [[ "$HAS_CUDA" == 1 ]]; then
   timeout -k 10 "$(cap 80)" "$PY" -m benchmarks.device.cuda_update --out "$WORK/res" \
     --devices cpu-1,cpu-all,cuda --cases atari --updates 5 --cell-s 3
   echo "cuda_update: exit $?"
@@ -75,15 +81,22 @@ fi
 
 step "(c) the whole system: --preset atari --env-backend ale --device $DEVICE, ${DURATION_S} s runs"
 # Leave 70 s for (d) and the packing; a run that would end past the deadline is skipped.
-DEADLINE=$(( $(date +%s) + $(left) - 70 ))
-timeout -k 10 "$(cap $(( $(left) - 60 )))" "$PY" -m benchmarks.device.atari_fleet \
-  --out "$WORK/res" --arms preset,fleet --fleet-actors "$FLEET_ACTORS" \
-  --duration-s "$DURATION_S" --device "$DEVICE" --deadline "$DEADLINE" \
-  --workdir "$WORK/runs" --lock "$LOCK"
-echo "atari_fleet: exit $?"
+if part c; then
+  part d && RESERVE=70 || RESERVE=25
+  DEADLINE=$(( $(date +%s) + $(left) - RESERVE ))
+  timeout -k 10 "$(cap $(( $(left) - RESERVE + 10 )))" "$PY" -m benchmarks.device.atari_fleet \
+    --out "$WORK/res" --arms "$ARMS" --batches-per-version "$BPV" --rounds "$ROUNDS" \
+    --fleet-actors "$FLEET_ACTORS" --duration-s "$DURATION_S" --device "$DEVICE" \
+    --deadline "$DEADLINE" --workdir "$WORK/runs" --lock "$LOCK"
+  echo "atari_fleet: exit $?"
+else
+  echo "left out (PARTS)"
+fi
 
 step "(d) the learner group's update alone, W ranks of one torch thread each (benchmarks.group_update)"
-if (( $(left) > 45 )); then
+if ! part d; then
+  echo "left out (PARTS)"
+elif (( $(left) > 45 )); then
   if [[ "$QUICK" == 1 ]]; then GU_ARGS=(--world 1,2 --cases cartpole --rounds 1 --updates 1)
   else GU_ARGS=(--world 1,2,4,8 --cases cartpole,atari --rounds 1 --updates 2); fi
   timeout -k 5 "$(cap $(( $(left) - 25 )))" "$PY" -m benchmarks.group_update \

@@ -2,8 +2,8 @@
 the C++ env backend, the learner on the GPU, and a fleet of actors.
 
     python -m benchmarks.device.atari_fleet --out DIR [--arms preset,fleet]
-        [--fleet-actors 14] [--duration-s 60] [--device cuda] [--deadline UNIX_TIME]
-        [--workdir DIR] [--lock PATH]
+        [--batches-per-version 1] [--rounds 1] [--fleet-actors 14] [--duration-s 60]
+        [--device cuda] [--deadline UNIX_TIME] [--workdir DIR] [--lock PATH]
 
 Every run is one `ppomq train --preset atari --env-backend ale` (Breakout; embedded Redis,
 weightserver, the learner on --device), stopped by --duration-s, one at a time:
@@ -11,6 +11,9 @@ weightserver, the learner on --device), stopped by --duration-s, one at a time:
           (CleanRL's ppo_atari.py shape), minibatches of 256
   fleet   --fleet-actors actors x 8 envs x 128 steps, one batch per actor per update, 4
           minibatches per update (CleanRL's num_minibatches), as many cores as actors
+each with every --batches-per-version given (the learner's flow control: 1, the preset's,
+has an actor wait for a new version after each batch; 2 lets it sample its next batch
+while the learner trains on the last), --rounds times, interleaved.
 
 Figures per run, read back from the run dir (as benchmarks.learner_group reads them): SPS
 over the whole run and steady SPS (after the first update past a quarter of the run's env
@@ -61,10 +64,11 @@ def arm_flags(arm: str, fleet_actors: int) -> list[str]:
     raise ValueError(f"unknown arm {arm!r}")
 
 
-def train_argv(arm: str, args: argparse.Namespace, run_dir: Path) -> list[str]:
+def train_argv(arm: str, bpv: int, args: argparse.Namespace, run_dir: Path) -> list[str]:
     return [
         sys.executable, "-m", "ppomq.cli", "train", "--preset", "atari",
         "--env-backend", "ale", "--device", args.device, *arm_flags(arm, args.fleet_actors),
+        "--batches-per-version", str(bpv),
         "--total-steps", "0", "--duration-s", f"{args.duration_s:g}",
         "--eval-episodes", "0", "--no-progress", "--run-dir", str(run_dir),
     ]  # fmt: skip
@@ -91,13 +95,14 @@ def projection(rec: dict[str, Any]) -> float | None:
     return round(((rec.get("startup_s") or 0.0) + TEN_M / sps) / 60, 1)
 
 
-def run_arm(arm: str, args: argparse.Namespace) -> dict[str, Any]:
-    run_dir = args.workdir / arm
+def run_arm(arm: str, bpv: int, rnd: int, args: argparse.Namespace) -> dict[str, Any]:
+    run_dir = args.workdir / f"{arm}-bpv{bpv}-r{rnd}"
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
-    rec: dict[str, Any] = {"arm": arm, "ok": False, "run_dir": str(run_dir)}
+    rec: dict[str, Any] = {"arm": arm, "batches_per_version": bpv, "round": rnd, "ok": False,
+                           "run_dir": str(run_dir)}  # fmt: skip
     with harness.BenchLock(args.lock) as fl:
-        proc = harness.run_command(train_argv(arm, args, run_dir), run_dir,
+        proc = harness.run_command(train_argv(arm, bpv, args, run_dir), run_dir,
                                    args.duration_s + OVERHEAD_S + 60, env=None)  # fmt: skip
     rec["lock_wait_s"] = fl.waited_s
     t_cmd = proc.pop("t_cmd")
@@ -135,26 +140,28 @@ def markdown(doc: dict[str, Any]) -> str:
         "sampling / waiting for weights / sending. 10M projection = start-up + 10M / steady "
         "SPS.",
         "",
-        "| arm | actors x envs | samples per update | SPS, whole run | SPS, steady "
-        "| per update, ms: wait / SGD / publish | actors: sample / weights / send "
-        "| start-up s | 10M steps, min |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| arm | batches per version | actors x envs | samples per update | SPS, whole run "
+        "| SPS, steady | per update, ms: wait / SGD / publish | actors: sample / weights / send "
+        "| mean policy age | start-up s | 10M steps, min |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in doc["runs"]:
+        head = f"| {r['arm']} | {r.get('batches_per_version', 1)} "
         if not r.get("ok"):
             why = (r.get("error") or "failed").splitlines()[0][:160]
-            lines.append(f"| {r['arm']} | – | – | – | – | – | – | – | {why} |")
+            lines.append(f"{head}| – | – | – | – | – | – | – | – | {why} |")
             continue
         u, a = r["update_ms"], r.get("actor_share")
         share = " / ".join(f"{a[k]:.0%}" for k in ("sample", "weights", "send")) if a else "–"
         lines.append(
-            f"| {r['arm']} | {r.get('actors')} x {r.get('num_envs', '–')} "
+            f"{head}| {r.get('actors')} x {r.get('num_envs', '–')} "
             f"| {_f(r['samples_per_update'])} | {_f(r['sps'])} | **{_f(r['steady_sps'])}** "
             f"| {u['wait']:.0f} / {u['sgd']:.0f} / {u['publish']:.1f} | {share} "
-            f"| {_f(r.get('startup_s'), '{:.1f}')} | **{_f(r.get('minutes_to_10m'), '{:.1f}')}** |"
+            f"| {_f(r.get('mean_policy_age'), '{:.2f}')} | {_f(r.get('startup_s'), '{:.1f}')} "
+            f"| **{_f(r.get('minutes_to_10m'), '{:.1f}')}** |"
         )
     for s in doc.get("skipped", []):
-        lines.append(f"| {s} | – | – | – | – | – | – | – | skipped: past the deadline |")
+        lines.append(f"| {s} | – | – | – | – | – | – | – | – | – | skipped: past the deadline |")
     lines += ["", "CleanRL's published wall time for Breakout, 10M steps (its docs):", ""]
     lines += [f"- {name}: {lo}–{hi} min" for name, (lo, hi) in CLEANRL_MIN.items()]
     lines += ["", "Commands:", ""] + [f"- `{r['command']}`" for r in doc["runs"] if "command" in r]
@@ -170,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--arms", default="preset,fleet")
+    p.add_argument("--batches-per-version", default="1", help="values, comma-separated")
+    p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--fleet-actors", type=int, default=14)
     p.add_argument("--duration-s", type=float, default=60.0)
     p.add_argument("--device", default="cuda")
@@ -194,18 +203,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "runs": [],
         "skipped": [],
     }
-    for i, arm in enumerate(arms, 1):
+    try:
+        bpvs = [int(v) for v in args.batches_per_version.split(",") if v]
+    except ValueError:
+        p.error(f"--batches-per-version: {args.batches_per_version!r} is not integers")
+    plan = [(r, a, b) for r in range(args.rounds) for a in arms for b in bpvs]
+    for i, (rnd, arm, bpv) in enumerate(plan, 1):
+        name = f"{arm} bpv {bpv} round {rnd}"
         if args.deadline and time.time() + args.duration_s + OVERHEAD_S > args.deadline:
-            doc["skipped"].append(arm)
-            print(f"[{i}/{len(arms)}] {arm}: skipped, past the deadline", flush=True)
+            doc["skipped"].append(name)
+            print(f"[{i}/{len(plan)}] {name}: skipped, past the deadline", flush=True)
             continue
-        rec = run_arm(arm, args)
+        rec = run_arm(arm, bpv, rnd, args)
         rec["num_envs"] = 4 if arm == "preset" else 8
         doc["runs"].append(rec)
         save(doc, args.out)
         state = "ok" if rec["ok"] else f"FAILED: {rec['error']}"
         print(
-            f"[{i}/{len(arms)}] {arm}: {_f(rec.get('command_s'), '{:.1f}')} s, "
+            f"[{i}/{len(plan)}] {name}: {_f(rec.get('command_s'), '{:.1f}')} s, "
             f"{_f(rec.get('sps'))} SPS, steady {_f(rec.get('steady_sps'))}, 10M in "
             f"{_f(rec.get('minutes_to_10m'), '{:.1f}')} min: {state}",
             flush=True,

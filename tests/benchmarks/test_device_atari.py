@@ -13,7 +13,7 @@ from benchmarks.device import report
 
 def _argv(arm: str) -> list[str]:
     args = argparse.Namespace(device="cuda", fleet_actors=14, duration_s=50.0)
-    return fleet.train_argv(arm, args, Path("/r"))
+    return fleet.train_argv(arm, 2, args, Path("/r"))
 
 
 def test_the_preset_arm_is_the_preset_and_the_fleet_keeps_four_minibatches() -> None:
@@ -21,6 +21,7 @@ def test_the_preset_arm_is_the_preset_and_the_fleet_keeps_four_minibatches() -> 
     assert preset[preset.index("--preset") + 1] == "atari"
     assert preset[preset.index("--env-backend") + 1] == "ale"
     assert preset[preset.index("--device") + 1] == "cuda"
+    assert preset[preset.index("--batches-per-version") + 1] == "2"
     assert "--num-envs" not in preset and "--minibatch-size" not in preset
     flags = fleet.arm_flags("fleet", 14)
     assert flags[flags.index("--actors") + 1] == "14"
