@@ -107,14 +107,7 @@ else
 fi
 
 step "results"
-for f in cuda_update.json cuda_update.md atari_fleet.json atari_fleet.md group_update.json group_update.md; do
-  [[ -f "$WORK/res/$f" ]] && cp "$WORK/res/$f" "$OUT/"
-done
-if [[ -d "$WORK/runs" ]]; then
-  (cd "$WORK/runs" && tar czf "$OUT/runs.tgz" --exclude='checkpoints' --exclude='keys' \
-    --exclude='tb' --exclude='redis' --exclude='*.pt' --exclude='*.png' .)
-  [[ $(stat -c %s "$OUT/runs.tgz") -gt 15000000 ]] && rm -f "$OUT/runs.tgz"
-fi
+pack_results cuda_update atari_fleet group_update
 report "Atari on the GPU machine" "bash benchmarks/device/atari.sh" atari_device.md \
   "cuda_update:the Nature CNN update" "atari_fleet:the whole system" \
   "group_update:the learner group's update"

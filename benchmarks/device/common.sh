@@ -78,6 +78,23 @@ cuda_tests() {
   echo "tests: $TEST_STATE"
 }
 
+# pack_results STEM...: each STEM's .json and .md from $WORK/res into $OUT, and the runs'
+# logs, summaries and progress files (not their checkpoints, keys or Redis) as runs.tgz.
+pack_results() {
+  local stem ext
+  for stem in "$@"; do
+    for ext in json md; do
+      [[ -f "$WORK/res/$stem.$ext" ]] && cp "$WORK/res/$stem.$ext" "$OUT/"
+    done
+  done
+  if [[ -d "$WORK/runs" ]]; then
+    (cd "$WORK/runs" && tar czf "$OUT/runs.tgz" --exclude='checkpoints' --exclude='keys' \
+      --exclude='tb' --exclude='redis' --exclude='*.pt' --exclude='*.png' .)
+    [[ $(stat -c %s "$OUT/runs.tgz") -gt 15000000 ]] && rm -f "$OUT/runs.tgz"
+  fi
+  return 0
+}
+
 # report TITLE COMMAND PAGE PART...: one page, $OUT/PAGE, from the CUDA tests' XML and each
 # PART's $WORK/res/PART.md (a part is "stem:label").
 report() {

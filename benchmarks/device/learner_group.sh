@@ -98,14 +98,7 @@ timeout -k 10 "$(cap $(( $(left) - 15 )))" "$PY" -m benchmarks.device.group_swee
 echo "group_sweep: exit $?"
 
 step "results"
-for f in cuda_update.json cuda_update.md group_update.json group_update.md group_sweep.json group_sweep.md; do
-  [[ -f "$WORK/res/$f" ]] && cp "$WORK/res/$f" "$OUT/"
-done
-if [[ -d "$WORK/runs" ]]; then
-  (cd "$WORK/runs" && tar czf "$OUT/runs.tgz" --exclude='checkpoints' --exclude='keys' \
-    --exclude='tb' --exclude='redis' --exclude='*.pt' --exclude='*.png' .)
-  [[ $(stat -c %s "$OUT/runs.tgz") -gt 15000000 ]] && rm -f "$OUT/runs.tgz"
-fi
+pack_results cuda_update group_update group_sweep
 report "Learner group on the GPU machine" "bash benchmarks/device/learner_group.sh" \
   learner_group_device.md "cuda_update:the learner's update on CUDA" \
   "group_update:the update alone" "group_sweep:the sweep"
