@@ -52,12 +52,6 @@ fi
 PARTS=",${PARTS:-a,b,c,d},"
 part() { [[ "$PARTS" == *",$1,"* ]]; }
 ARMS=${ARMS:-preset,fleet}; BPV=${BPV:-1}; ROUNDS=${ROUNDS:-1}
-mkdir -p "$OUT" "$WORK"
-rm -rf "$WORK/res" "$WORK/runs"
-mkdir -p "$WORK/res"
-exec > >(tee "$OUT/log.txt") 2>&1
-
-step "environment"
 device_environment
 [[ "$HAS_CUDA" == 1 ]] || DEVICE=cpu
 

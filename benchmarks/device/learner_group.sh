@@ -51,12 +51,6 @@ if [[ "$QUICK" == 1 ]]; then
 else
   LEARNERS=${LEARNERS:-1,2,4,8}; DURATION_S=${DURATION_S:-15}
 fi
-mkdir -p "$OUT" "$WORK"
-rm -rf "$WORK/res" "$WORK/runs"
-mkdir -p "$WORK/res"
-exec > >(tee "$OUT/log.txt") 2>&1
-
-step "environment"
 device_environment
 if ! "$PY" -c 'import mujoco, gymnasium.envs.mujoco' 2>/dev/null; then
   echo "no MuJoCo here: the sweep leaves halfcheetah out"
