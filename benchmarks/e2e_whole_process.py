@@ -206,8 +206,12 @@ def _contention_lines(doc: dict[str, Any]) -> list[str]:
         parts.append(f"seed {p['seed']} ({cores})")
     return [
         f"Other processes kept more than {CONTENDED_CORES} of a core busy (mean cores) "
-        f"during: {'; '.join(parts)}. Median ratio over the other {len(calm)} pairs: "
-        f"{_med(calm)}x.",
+        f"during: {'; '.join(parts)}. "
+        + (
+            f"Median ratio over the other {len(calm)} pairs: {_med(calm)}x."
+            if calm
+            else "No pair was free of them."
+        ),
         "",
     ]
 
@@ -275,8 +279,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         lines += [
             "",
             f"The same pairs with the older ppomq ({doc['before_src']}) as a third run: "
-            f"median ratio to SB3 {sb['median_pair_ratio']}x (without the pairs above: "
-            f"{_med(calm_before)}x), command {sb['command_s']} s, overhead to the prompt "
+            f"median ratio to SB3 {sb['median_pair_ratio']}x"
+            + (f" (without the pairs above: {_med(calm_before)}x)" if calm_before else "")
+            + f", command {sb['command_s']} s, overhead to the prompt "
             f"{sb['overhead_to_prompt_s']} s.",
             "",
             "| seed | before (s) | ratio before | overhead to prompt before (s) |",

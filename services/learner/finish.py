@@ -69,7 +69,8 @@ def finish_run(
     stop: WarmStop | None = None,
     events: EventWriter | None = None,
 ) -> StorageFullError | None:
-    """Final weights, evaluation, summary.json and the learning-curve PNG.
+    """Final weights, evaluation, summary.json and the learning-curve PNG (unless
+    --no-learning-curve, which `ppomq train` gives its learner: it draws the curve itself).
 
     After a fast stop (a second signal, `stop.fast`) the evaluation is skipped, and one
     that a second signal interrupts is dropped; the files are always written, each on its
@@ -186,7 +187,7 @@ def finish_run(
             )
             or disk
         )
-        if run.recorder.episodes:
+        if run.recorder.episodes and settings.learning_curve:
             curve = lambda: plot_learning_curve(run_dir, threshold=threshold)  # noqa: E731
             disk = _written("learning_curve.png", curve, run_dir) or disk
     log.info("run finished: %s", json.dumps(summary))

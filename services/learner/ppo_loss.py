@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 __all__ = ["OBJECTIVES", "PPOLossStats", "adapt_kl_coef", "ppo_loss"]
@@ -73,22 +74,27 @@ def ppo_loss(
     logratio = new_logp - old_logp  # [B]
     ratio = logratio.exp()  # [B]
 
+    # At the learner's minibatch sizes each tensor op costs more to dispatch than to
+    # compute, so what is used twice is computed once (ratio - 1, -A, mean and std).
     with torch.no_grad():
         # k3 estimator of KL(old || new), unbiased and always >= 0 (Schulman, "Approximating
         # KL Divergence", http://joschu.net/blog/kl-approx.html); 37 details #12.
-        approx_kl = ((ratio - 1.0) - logratio).mean()
-        clip_fraction = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        ratio_m1 = ratio - 1.0
+        approx_kl = (ratio_m1 - logratio).mean()
+        clip_fraction = (ratio_m1.abs() > clip_coef).float().mean()
 
     if norm_adv:
         # Per-minibatch normalization, with torch's unbiased std as in CleanRL (37 details #7).
-        advantages = normalize_advantages(advantages, advantages.mean(), advantages.std())
+        std, mean = torch.std_mean(advantages)
+        advantages = normalize_advantages(advantages, mean, std)
 
     # Clipped surrogate (37 details #8). The max of the negated terms is the min of the
     # surrogates: outside [1 - c, 1 + c] in the direction the advantage pushes, the clipped
     # term is constant and wins, so that sample gives no gradient.
-    pg_loss1 = -advantages * ratio  # [B]
+    neg_advantages = -advantages
+    pg_loss1 = neg_advantages * ratio  # [B]
     if objective == "clip":
-        pg_loss2 = -advantages * torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef)  # [B]
+        pg_loss2 = neg_advantages * torch.clamp(ratio, 1.0 - clip_coef, 1.0 + clip_coef)  # [B]
         pg_loss = torch.max(pg_loss1, pg_loss2).mean()
     elif objective == "kl-penalty":
         # The penalty differentiates the same k3 estimator that approx_kl reports.
@@ -104,7 +110,7 @@ def ppo_loss(
         v_loss_clipped = (v_clipped - returns) ** 2  # [B]
         v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
     else:
-        v_loss = 0.5 * ((new_values - returns) ** 2).mean()
+        v_loss = 0.5 * F.mse_loss(new_values, returns)  # mean((new - returns)^2): one op
 
     entropy_loss = entropy.mean()
     # Overall loss with an entropy bonus (37 details #10). Without a bonus the entropy term

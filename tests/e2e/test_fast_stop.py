@@ -63,4 +63,9 @@ def test_a_run_stopping_at_its_target_leaves_every_file_and_a_full_timeline(tmp_
     assert t["zygote ready"] <= t["children forked"] <= t["children exited"], t
     for name in ("weightserver", "actor-0", "actor-1"):
         assert f"{name} exited" in t
+    # The curve is the launcher's to draw, once the learner has exited: the learner's end
+    # (and everyone waiting on it) no longer includes matplotlib's import.
+    assert t["learner exited"] <= t["learning curve drawn"] <= t["exit"], t
+    learner_settings = json.loads((run_dir / "learner_settings.json").read_text())
+    assert learner_settings["learning_curve"] is False
     assert t["overhead_s"] == pytest.approx(t["startup_s"] + t["shutdown_s"], abs=0.002)

@@ -123,3 +123,48 @@ def test_an_actors_claims_are_what_the_book_derives_batch_after_batch(norm_rewar
         counted += len(batch.verified.returns)
     assert counted > 4
     assert all(r == float(int(r)) for r in batch.verified.returns)  # CartPole: +1 a step
+
+
+def _first_refusal(claimed: EpisodeStats, derived: list) -> str | None:
+    """check_claims' rule, one claim at a time: the reference for the array version."""
+    if len(claimed.returns) != len(derived):
+        return "count"
+    for i, (ret, length, ep) in enumerate(
+        zip(claimed.returns, claimed.lengths, derived, strict=True)
+    ):
+        if ep.known:
+            if length != ep.length or not np.isclose(ret, ep.ret, rtol=1e-6, atol=1e-6):
+                return f"episode {i}:"
+        elif length < ep.length:
+            return f"episode {i}:"
+    return None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_first_wrong_claim_of_thousands_is_the_one_named(seed):
+    from ppomq.learner.episodes import check_claims
+
+    rng = np.random.default_rng(seed)
+    t, n = 64, 256
+    ends = rng.random((t, n)) < 0.05
+    scores = rng.random((t, n)).astype(np.float32)
+    carry = Carry(np.zeros(n), rng.integers(0, 50, n), rng.random(n) < 0.5)
+    derived, _ = episodes_in(scores, ends, carry)
+    assert len(derived) > 500 and any(not e.known for e in derived)
+    returns, lengths = [e.ret for e in derived], [e.length for e in derived]
+    assert check_claims(EpisodeStats(returns, lengths), derived) is None
+    # Unverified episodes may be claimed longer (their start was not seen), never shorter.
+    unknown = [i for i, e in enumerate(derived) if not e.known]
+    longer = [x + 7 if i in unknown else x for i, x in enumerate(lengths)]
+    assert check_claims(EpisodeStats(returns, longer), derived) is None
+    for i in sorted(rng.choice(len(derived), 3, replace=False)):
+        for bad in (
+            EpisodeStats([*returns[:i], returns[i] + 1e-3, *returns[i + 1 :]], lengths),
+            EpisodeStats(returns, [*lengths[:i], lengths[i] - 1 or 2, *lengths[i + 1 :]]),
+            EpisodeStats(returns, [*lengths[:i], 2**70, *lengths[i + 1 :]]),  # beyond int64
+        ):
+            want = _first_refusal(bad, derived)
+            got = check_claims(bad, derived)
+            assert (got is None) == (want is None), (i, got, want)
+            if want is not None:
+                assert got.startswith(want), (got, want)

@@ -428,6 +428,19 @@ def test_a_failing_final_evaluation_still_writes_the_summary(tmp_path, redis_url
     assert "final evaluation failed" in caplog.text
 
 
+@pytest.mark.parametrize("draw", [True, False])
+def test_the_learner_draws_the_learning_curve_unless_told_not_to(tmp_path, redis_url, draw):
+    # `ppomq train` tells its learner not to (it draws the curve itself, see
+    # ppomq.launch.learning_curve); a learner on its own draws it.
+    from ppomq.learner.finish import finish_run
+
+    loop, *_ = _setup(tmp_path, redis_url, eval_episodes=0, learning_curve=draw)
+    loop.run.recorder.add_episodes([10.0, 30.0], [10, 30], env_steps=64, wall_s=0.1)
+    finish_run(loop, loop.s, threshold=None)
+    assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 2
+    assert (tmp_path / "learning_curve.png").exists() == draw
+
+
 def test_the_final_evaluation_says_on_the_event_stream_that_it_runs(tmp_path, redis_url):
     from ppomq.core.events import EventWriter, read_events
     from ppomq.learner.finish import finish_run

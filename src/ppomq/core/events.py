@@ -47,7 +47,8 @@ SCHEMA: dict[str, EventSpec] = {
         "launcher",
         "`ppomq train` reached a phase, at `t`: command start (the process's start), "
         "launcher start, redis ready, zygote ready, children forked, stop, learner exited, "
-        "NAME exited (each child), children exited, zygote stopped, redis stopped, and at "
+        "NAME exited (each child), children exited, zygote stopped, redis stopped, learning "
+        "curve drawn (ppomq train draws it once the learner has exited), and at "
         "the end what only the children know (learner ready, first env step, last update), "
         "then exit. "
         "A phase noted again (the learner exiting after a restart) is written again.",

@@ -7,13 +7,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
-
 from ppomq.core.store.connect import connect_redis
 
 if TYPE_CHECKING:
+    from rich.live import Live
+
     from ppomq.launch.supervisor import Launcher
 
 
@@ -25,6 +23,10 @@ class Progress:
     every 10 s. `close()` ends the live line."""
 
     def __init__(self, launcher: Launcher) -> None:
+        # rich is imported here, once the services are started: `ppomq train` imports
+        # this module before it forks them, and they need none of it.
+        from rich.console import Console
+
         from ppomq.core.store.keys import RunKeys
 
         self.launcher = launcher
@@ -50,6 +52,9 @@ class Progress:
         if not interactive:
             print(line, flush=True)
             return
+        from rich.live import Live
+        from rich.text import Text
+
         if self.live is None:
             self.live = Live(console=self.console, auto_refresh=False)
             self.live.start()

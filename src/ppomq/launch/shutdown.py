@@ -16,7 +16,10 @@ from ppomq.launch.evaluation import EVAL_SILENT_S, EvaluationWatch
 from ppomq.launch.messages import note
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ppomq.core.store.embedded import EmbeddedRedis
+    from ppomq.launch.learning_curve import CurvePainter
     from ppomq.launch.supervisor import Launcher
 
 STOP_GRACE_S = 20.0
@@ -26,6 +29,8 @@ LEARNER_STOP_S = STOP_GRACE_S + 60
 # A second Ctrl-C/SIGTERM: the learner gets its second signal (a fast stop that still
 # writes the checkpoint and summary) and every wait is cut to this; a third: kill now.
 HURRY_GRACE_S = 15.0
+# The learning curve, drawn once the learner has exited (ppomq.launch.learning_curve).
+CURVE_WAIT_S = 30.0
 
 
 class Terminated(Exception):
@@ -45,6 +50,9 @@ class Shutdown:
     learner_finished: bool
     members: list[Child]
     evaluation: EvaluationWatch | None
+    painter: CurvePainter | None
+    run_dir: Path
+    start_time_unix: float
     s: Any
 
     def hurry(self, *, now: bool = False) -> None:
@@ -140,6 +148,8 @@ class Shutdown:
                 self.learner.terminate()  # the second Ctrl-C came before the first reached it
             self._wait_learner()  # its final evaluation runs in it
             mark("learner exited")
+        if self.painter is not None:  # drawn while the other services stop
+            self.painter.draw_for(self.run_dir, self.start_time_unix)
         if timeline is not None:  # each exit marked as it happens: who holds the stop up
             for child in self.children:
                 timeline.watch_exit(f"{child.name} exited", child.proc)
@@ -162,6 +172,10 @@ class Shutdown:
         if self.redis is not None:
             self.redis.close()
             mark("redis stopped")
+        if self.painter is not None:
+            deadline = min(time.monotonic() + CURVE_WAIT_S, self.hurry_deadline)
+            if self.painter.finish(deadline) is not None:
+                mark("learning curve drawn")
         if timeline is not None:
             timeline.finish(self.run_dir)
             timeline.events.close()

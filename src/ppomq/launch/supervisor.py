@@ -13,7 +13,7 @@ from typing import Any
 import redis
 from redis.backoff import ExponentialBackoff
 
-from ppomq.core.envs import spaces_of
+from ppomq.core.envs import check_vector_entry_point, spaces_of
 from ppomq.core.errors import RedisUnavailableError, StorageFullError, UsageError, UserError
 from ppomq.core.events import EVENTS_FILE, EventWriter
 from ppomq.core.run_lock import RunDirLock
@@ -36,6 +36,7 @@ from ppomq.launch import zygote
 from ppomq.launch.child import Child
 from ppomq.launch.dataplane import run_keys
 from ppomq.launch.evaluation import EVAL_SILENT_S, EvaluationWatch
+from ppomq.launch.learning_curve import CurvePainter
 from ppomq.launch.messages import error_line, exit_text, first_line, last_error_line, note
 from ppomq.launch.shutdown import Shutdown
 from ppomq.launch.wiring import child_env, connect_addr, new_run_dir, port_of, subset
@@ -79,6 +80,8 @@ class Launcher(Shutdown):
             settings = settings.model_copy(update={"preset": auto_preset(settings.env_id)[0]})
         else:
             spaces_of(settings.env_id)
+        if settings.vectorization == "vector_entry_point":
+            check_vector_entry_point(settings.env_id)
         made = not settings.run_dir
         if made:
             run_dir = new_run_dir(settings.run_id, settings.env_id)
@@ -126,6 +129,8 @@ class Launcher(Shutdown):
         self.learner_signalled = False
         self.learner_finished = False  # it exited 0: the run reached its end
         self.evaluation: EvaluationWatch | None = None  # the learner's, once it runs
+        # Draws learning_curve.png in the learner's stead (ppomq.launch.learning_curve).
+        self.painter: CurvePainter | None = None
         self._evaluated_at = float("-inf")  # when its final evaluation last said it runs
         self._health_at = 0.0
         self._redis_down_since: float | None = None
@@ -192,6 +197,7 @@ class Launcher(Shutdown):
             LearnerSettings,
             rollout_bind=rollout_bind,
             events_file=events_file,
+            learning_curve=False,  # drawn here, see ppomq.launch.learning_curve
             **common,
             **server_curve,
         )
@@ -249,6 +255,8 @@ class Launcher(Shutdown):
                 self.timeline.mark("zygote ready")
         self.timeline.mark("children forked")
         self.timeline.watch_child("learner exited", self.learner)
+        if s.learning_curve:  # after the forks: matplotlib loads while the run trains
+            self.painter = CurvePainter().start()
 
     def supervise(self, progress: Any = None) -> int:
         """Watch the children and Redis until the learner finishes; restart what crashes.

@@ -53,6 +53,12 @@ atexit.register(_exit_without_teardown)
 
 from ppomq.cli import COMMAND_MODULES  # noqa: E402
 
+# torch's import scans every installed distribution's entry points for out-of-tree device
+# backends (tens of ms with a development install's hundred packages, on the path to every
+# run's first env step). ppomq trains on the CPU or CUDA, both built into torch. A value the
+# user set is kept.
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
 for _name in (*PRELOAD, *(f"ppomq.commands.{c}" for c in COMMAND_MODULES)):
     # A module that fails here fails again in the child that needs it, with its traceback
     # in that child's log; the others still get a server.

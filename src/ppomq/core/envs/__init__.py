@@ -56,7 +56,9 @@ def make_vector_env(
     backend: str = "gymnasium",
 ) -> Any:
     """N copies of `env_id`, autoresetting in the same step (final obs in info), stepped by
-    Gymnasium (`vectorization` sync or async), by EnvPool (ppomq.core.envs.envpool: Atari and
+    Gymnasium (`vectorization` sync or async), by the env's own vector implementation
+    (`vectorization` vector_entry_point: what the id registers as its vector_entry_point,
+    such as N envs stepped by one C call), by EnvPool (ppomq.core.envs.envpool: Atari and
     MuJoCo ids, in EnvPool's own threads) or by ale-py's C++ AtariVectorEnv
     (ppomq.core.envs.ale_vector: Atari ids); `vectorization` applies to Gymnasium only."""
     from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
@@ -70,6 +72,8 @@ def make_vector_env(
         from ppomq.core.envs.ale_vector import make_ale_vector
 
         return make_ale_vector(env_id.rpartition(":")[2], num_envs, seeds)
+    if vectorization == "vector_entry_point":
+        return _make_own_vector_env(env_id, num_envs, seeds)
     # The passive env checker only inspects the first calls but stays a wrapper layer on
     # every step; ppomq validates what leaves the actor instead.
     fns = [
@@ -84,6 +88,59 @@ def make_vector_env(
     else:
         # copy=False: the runner copies each observation into its rollout buffer at once.
         envs = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, copy=False)
+    envs.reset(seed=seeds)
+    envs.action_space.seed(seeds[0])
+    return envs
+
+
+def check_vector_entry_point(env_id: str) -> None:
+    """Fail with a one-line fix where `env_id` cannot be stepped by `--vectorization
+    vector_entry_point`: it registers no vector env, or one whose class says it autoresets
+    otherwise than in the same step (a factory function is known only once built)."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    entry = gym.spec(env_id.rpartition(":")[2]).vector_entry_point
+    if entry is None:
+        raise UsageError(
+            f"{env_id} registers no vector_entry_point, which --vectorization "
+            "vector_entry_point needs; register one with gymnasium.register(..., "
+            "vector_entry_point=...) or pass --vectorization sync"
+        )
+    creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    if isinstance(creator, type):
+        _check_same_step(env_id, getattr(creator, "metadata", None))
+
+
+def _check_same_step(env_id: str, metadata: dict[str, Any] | None) -> None:
+    from gymnasium.vector import AutoresetMode
+
+    mode = (metadata or {}).get("autoreset_mode")
+    if mode != AutoresetMode.SAME_STEP:
+        raise UsageError(
+            f"{env_id}'s vector env autoresets in mode {getattr(mode, 'value', mode)}, and "
+            "ppomq needs same-step autoreset (metadata['autoreset_mode'] = "
+            "AutoresetMode.SAME_STEP, the final observation in info['final_obs']); "
+            "pass --vectorization sync"
+        )
+
+
+def _make_own_vector_env(env_id: str, num_envs: int, seeds: list[int]) -> Any:
+    """The vector env `env_id` registers (gymnasium.register(..., vector_entry_point=...)),
+    which must autoreset in the same step, as ppomq's runner reads its envs."""
+    import gymnasium as gym
+
+    check_vector_entry_point(env_id)
+    name = env_id.rpartition(":")[2]
+    try:
+        envs = gym.make_vec(name, num_envs=num_envs, vectorization_mode="vector_entry_point")
+    except gym.error.DependencyNotInstalled as exc:
+        raise UsageError(f"{env_id} needs a package that is not installed: {exc}") from None
+    try:
+        _check_same_step(env_id, getattr(envs, "metadata", None))
+    except UsageError:
+        envs.close()
+        raise
     envs.reset(seed=seeds)
     envs.action_space.seed(seeds[0])
     return envs

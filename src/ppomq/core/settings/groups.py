@@ -298,6 +298,11 @@ class RunSettings(SettingsGroup):
     eval_episodes: int = Field(
         20, ge=0, description="Greedy evaluation episodes when the run ends; 0 skips it."
     )
+    learning_curve: bool = Field(
+        True,
+        description="Draw RUN_DIR/learning_curve.png (matplotlib) when the run ends "
+        "(`ppomq train` draws it itself, having loaded matplotlib while the run trained).",
+    )
     resume: bool = Field(
         False,
         description="Go on with a run that has finished (its checkpoint, counters and "
@@ -428,10 +433,11 @@ class LearnerSettings(
 class ActorLoopSettings(SettingsGroup):
     """How an actor steps its envs and talks to the weightserver."""
 
-    vectorization: Literal["sync", "async"] = Field(
+    vectorization: Literal["sync", "async", "vector_entry_point"] = Field(
         "sync",
-        description="Step envs in this process (sync) or in subprocesses (async); "
-        "gymnasium backend only.",
+        description="Step envs in this process (sync), in subprocesses (async), or by the "
+        "vector env the id registers as its vector_entry_point (such as N envs in one C "
+        "call; it must autoreset in the same step); gymnasium backend only.",
     )
     env_backend: Literal["gymnasium", "envpool", "ale"] = Field(
         "gymnasium",
