@@ -4,6 +4,7 @@
         [--seeds 1,2,3,4,5] [--arms ...] [--scan] [--out benchmarks/results]
         [--workdir runs/bench-variants] [--lock PATH]
     .venv/bin/python -m benchmarks.variants objective [--tasks cartpole,halfcheetah] ...
+    .venv/bin/python -m benchmarks.variants breakout-factors [--seeds 1,2,3] ...
 
 run-ahead: lock-step actors against actors that run ahead, with GAE or V-trace. Arms, each
 the task's command plus:
@@ -23,6 +24,16 @@ objective: PPO's clipped surrogate against its adaptive KL penalty (the PPO pape
 sync-kl-penalty `--mode sync --objective kl-penalty`, on CartPole-v1 and HalfCheetah-v5;
 KL and clip-fraction curves (the learner's approx_kl and clip_fraction per update) go to
 OUT/variants_objective.png.
+
+breakout-factors: what Sample Factory's and SB3's Breakout settings do that the atari
+preset (CleanRL's) does not, one at a time, on Breakout (`--preset atari`, its 2-thread
+learner as benchmarks.learning runs it): preset; norm-obs (`--norm-obs`: each pixel
+normalized by its running mean and variance, Sample Factory's `normalize_input`, in place
+of / 255); no-clip-vloss (`--no-clip-vloss`: the value loss unclipped, as SB3's default
+clip_range_vf None; Sample Factory clips normalized values at 1.0). Each run has the
+1M-step run's learning-rate schedule and stops after 480 s (about 230k steps on 2 cores),
+where Sample Factory's and SB3's own curves are already well ahead; the figures are the
+mean return of the last 20 games at 100k and 200k steps.
 
 Each run is its own `ppomq train`, timed from the command to its exit, one at a time under
 the bench lock; seeds outermost, the arms' order rotating with the seed. Per run: command
@@ -61,6 +72,13 @@ TASKS: dict[str, dict[str, Any]] = {
         "steps": 1_000_000,
         "target": None,
     },
+    "breakout": {
+        "env_id": "BreakoutNoFrameskip-v4",
+        "flags": "--preset atari --torch-threads 2 --eval-episodes 0 --duration-s 480",
+        "steps": 1_000_000,
+        "target": None,
+        "marks": (100_000, 200_000),
+    },
 }
 STUDIES: dict[str, dict[str, Any]] = {
     "run-ahead": {
@@ -77,6 +95,10 @@ STUDIES: dict[str, dict[str, Any]] = {
             "sync-clip": "--mode sync --objective clip",
             "sync-kl-penalty": "--mode sync --objective kl-penalty",
         },
+    },
+    "breakout-factors": {
+        "tasks": ("breakout",),
+        "arms": {"preset": "", "norm-obs": "--norm-obs", "no-clip-vloss": "--no-clip-vloss"},
     },
 }
 ARMS: dict[str, str] = {a: f for st in STUDIES.values() for a, f in st["arms"].items()}
@@ -183,6 +205,17 @@ def run_figures(run_dir: Path, t_cmd: float, target: float | None) -> dict[str, 
     return rec
 
 
+def returns_at(curve_rows: list[list[float]], marks: tuple[int, ...]) -> dict[str, float | None]:
+    """The mean return of the last 20 episodes as it stood at each mark (env steps; None
+    before the first episode or past the run's end)."""
+    out: dict[str, float | None] = {}
+    for mark in marks:
+        before = [row for row in curve_rows if row[0] <= mark]
+        reached = curve_rows and curve_rows[-1][0] >= mark
+        out[str(mark)] = round(before[-1][3], 2) if before and reached else None
+    return out
+
+
 def _kl_figures(run_dir: Path) -> dict[str, Any]:
     """Median approx_kl and clip fraction over the updates, and their curve (thinned)."""
     import csv
@@ -220,6 +253,8 @@ def run_job(job: Job, workdir: Path, lock: str | None, timeout_s: float) -> dict
     if rec["error"] is None:
         try:
             rec.update(run_figures(run_dir, t_cmd, TASKS[job.task]["target"]))
+            if "marks" in TASKS[job.task]:
+                rec["return_at"] = returns_at(rec["curve"], TASKS[job.task]["marks"])
             rec["ok"] = True
         except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
             rec["error"] = f"could not read the results: {exc!r}"
@@ -271,6 +306,10 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[key] = None if key in skipped else _median([r.get(key) for r in rs])
         if targeted:
             row["reached"] = sum(r.get("solved_at_env_steps") is not None for r in rs)
+        for mark in TASKS[task].get("marks", ()):
+            row.setdefault("return_at", {})[str(mark)] = _median(
+                [r.get("return_at", {}).get(str(mark)) for r in rs]
+            )
         baseline = groups.get((task, baseline_of(arm), DEFAULT_ACTORS), [])
         base = {r["seed"]: r for r in baseline}
         for key in ("command_s", *TARGET_FIGURES):
@@ -296,6 +335,8 @@ def _order(key: tuple[str, str, int]) -> tuple[int, int, int]:
 TITLES = {
     "run-ahead": "Lock-step against run-ahead actors",
     "objective": "Clipped PPO against PPO with an adaptive KL penalty, sync mode",
+    "breakout-factors": "Breakout on the atari preset, one of Sample Factory's or SB3's "
+    "settings at a time",
 }
 
 
@@ -330,6 +371,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
             + " | ".join(cells + ratios)
             + " |"
         )
+    lines += _returns_at_lines(doc)
     lines += ["", "## Every run", "", "| run | ok | command (s) | steps to target | final |"]
     lines.append("|---|---|---:|---:|---:|")
     for r in doc.get("runs", []):
@@ -340,6 +382,30 @@ def render_markdown(doc: dict[str, Any]) -> str:
             f"{r.get('mean_return_20', '–')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _returns_at_lines(doc: dict[str, Any]) -> list[str]:
+    """Where the task has marks: the mean return of the last 20 games at each, per run and
+    the median per arm."""
+    rows = [r for r in doc.get("summary", []) if r.get("return_at")]
+    if not rows:
+        return []
+    marks = list(rows[0]["return_at"])
+    head = " | ".join(f"at {int(m):,} steps" for m in marks)
+    lines = ["", "Mean return of the last 20 games as it stood at each step count:", "",
+             f"| task | arm | seed | {head} |", "|---|---|---|" + "---:|" * len(marks)]  # fmt: skip
+
+    def cells(values: dict[str, Any]) -> str:
+        return " | ".join("–" if values.get(m) is None else f"{values[m]:.1f}" for m in marks)
+
+    for row in rows:
+        for r in sorted(
+            (r for r in doc["runs"] if r.get("ok") and r["arm"] == row["arm"]
+             and r["task"] == row["task"]), key=lambda r: r["seed"],
+        ):  # fmt: skip
+            lines.append(f"| {r['task']} | {r['arm']} | {r['seed']} | {cells(r['return_at'])} |")
+        lines.append(f"| {row['task']} | **{row['arm']}** | median | {cells(row['return_at'])} |")
+    return lines
 
 
 def result_path(out: Path, study: str, ext: str) -> Path:

@@ -277,8 +277,67 @@ def test_model_spec_for_picks_the_cnn_for_uint8_images():
     assert model_spec_for(_rollout_spec((4, 84, 84), "float32"), hidden=[8])["arch"] == "mlp"
     explicit = model_spec_for(_rollout_spec((4, 84, 84), "uint8"), arch="mlp", hidden=[8])
     assert explicit["arch"] == "mlp"
-    with pytest.raises(ModelSpecError, match="norm-obs"):
-        model_spec_for(_rollout_spec((4, 84, 84), "uint8"), hidden=[64], norm_obs=True)
+    normed = model_spec_for(_rollout_spec((4, 84, 84), "uint8"), hidden=[64], norm_obs=True)
+    assert normed == {**SPEC, "obs_norm": {"clip": 10.0, "epsilon": 1e-8}}
+
+
+NORMED = {**SPEC, "obs_norm": {"clip": 5.0, "epsilon": 1e-8}}
+
+
+def _with_pixel_stats(model: NatureCNN, seed: int = 0) -> NatureCNN:
+    """Statistics as a learner leaves them: from uint8 frames, one pixel rarely lit."""
+    frames = torch.from_numpy(_obs(256, tuple(model.obs_shape), seed) // 4)
+    frames[:250, :, 10, 10] = 0  # a mostly black pixel: a lit one is many stds away
+    model.obs_norm.update(frames.flatten(1))
+    return model
+
+
+def test_norm_obs_normalizes_each_pixel_by_its_running_statistics_instead_of_1_255():
+    torch.manual_seed(0)
+    model = _with_pixel_stats(build_model(NORMED))
+    reference = build_model(SPEC)
+    reference.load_state_dict(
+        {k: v for k, v in model.state_dict().items() if not k.startswith("obs_norm")}
+    )
+    obs = torch.from_numpy(_obs(3, seed=5))
+    norm = model.obs_norm
+    expected_in = ((obs.double().flatten(1) - norm.mean) / (norm.var + 1e-8).sqrt()).clamp(-5, 5)
+    with torch.no_grad():  # the reference sees the normalized pixels, x 255 to undo its scale
+        want = reference(expected_in.float().view_as(obs) * 255.0)
+        got = model(obs)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert float(expected_in[:, 10 * 84 + 10].abs().max()) == 5.0  # the rare pixel: clipped
+
+
+@pytest.mark.parametrize("n", [1, 8])
+def test_the_inference_path_normalizes_pixels_as_the_module_does(n):
+    torch.manual_seed(n)
+    model = _with_pixel_stats(_trained_looking(build_model(NORMED)), seed=n)
+    obs = _obs(n, seed=n + 10)
+    with torch.no_grad():
+        logits, value = model(torch.from_numpy(obs))
+    fast = model.inference()
+    np.testing.assert_allclose(fast.value(obs), value.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(fast.greedy(obs), logits.argmax(-1).numpy())
+
+
+def test_the_learner_merges_pixel_statistics_after_its_update():
+    torch.manual_seed(0)
+    small = {**SMALL, "obs_norm": {"clip": 10.0, "epsilon": 1e-8}}
+    policy = build_model(small)
+    trainer = PPOTrainer(policy=policy, config=PPOConfig(minibatch_size=16, update_epochs=1))
+    batch = _rollout(policy, 8, 4, seed=3)
+    trainer.update([batch], 0)
+    pixels = torch.from_numpy(batch.arrays["obs"]).reshape(32, -1).double()
+    norm = policy.obs_norm
+    assert float(norm.count) == pytest.approx(32 + 1e-4)
+    torch.testing.assert_close(norm.mean, pixels.mean(0) * 32 / (32 + 1e-4))
+    # Statistics travel with the weights: a rebuilt model acts exactly as the learner's.
+    header, blob = pack_weights(1, numpy_state(policy), model=policy.spec)
+    rebuilt = build_model(header.model)
+    load_numpy_state(rebuilt, unpack_tensors(header, blob))
+    obs = _obs(4, (2, 36, 36), seed=7)
+    np.testing.assert_array_equal(rebuilt.inference().value(obs), policy.inference().value(obs))
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,9 @@
 """`arch: "nature-cnn"`: the Nature DQN convolutional trunk (Mnih et al. 2015) shared by a
 policy head and a value head, exactly as CleanRL's ppo_atari.py builds it (same layers,
 same orthogonal initialization). Observations are uint8 pixels [C, H, W] (a stack of C
-frames), scaled by 1/255 inside the network. proto/WEIGHTS.md specifies it completely.
+frames), scaled by 1/255 inside the network, or, with `obs_norm` (`--norm-obs`), normalized
+pixel by pixel by their running mean and variance, as Sample Factory's `normalize_input`
+does. proto/WEIGHTS.md specifies it completely.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from torch import Tensor, nn
 
 from ppomq.core.models.actor_critic import ActorCritic
 from ppomq.core.models.distributions import ActionDistribution, distribution_for
+from ppomq.core.models.obs_norm import ObsNormalizer, check_obs_norm
 from ppomq.core.models.spec import ModelSpecError, check_action, check_int_list
 
 # (out channels, kernel, stride) of each convolution; no padding, ReLU after each.
@@ -43,6 +46,24 @@ def check_spec(spec: dict[str, Any]) -> None:
             f"nature-cnn takes observations [C, H, W] (channels first) with H, W >= {MIN_SIDE} "
             f"(8x8/4, 4x4/2, 3x3/1 convolutions); got {shape}"
         )
+    check_obs_norm(spec)
+
+
+def pixel_normalizer(spec: dict[str, Any]) -> ObsNormalizer | None:
+    """The per-pixel normalizer a spec with `obs_norm` asks for (over C·H·W), else None."""
+    norm = spec.get("obs_norm")
+    if not norm:
+        return None
+    return ObsNormalizer(math.prod(spec["obs_shape"]), clip=norm["clip"], epsilon=norm["epsilon"])
+
+
+def pixels_in(obs: Tensor, norm: ObsNormalizer | None, dtype: torch.dtype) -> Tensor:
+    """Raw pixels [B, C, H, W] -> the first convolution's input: scaled by 1/255, or
+    normalized pixel by pixel when the model has a normalizer."""
+    x = obs.to(dtype)
+    if norm is None:
+        return x / SCALE
+    return norm(x.flatten(1)).view_as(x)
 
 
 def _init(layer: nn.Conv2d | nn.Linear, gain: float) -> nn.Module:
@@ -64,7 +85,7 @@ class NatureCNN(ActorCritic):
         self.obs_shape = tuple(int(d) for d in spec["obs_shape"])
         self.dist: ActionDistribution = distribution_for(spec["action"])
         self.discrete = self.dist.discrete
-        self.obs_norm = None  # pixels are scaled by 1/255 instead
+        self.obs_norm = pixel_normalizer(spec)  # None: pixels are scaled by 1/255 instead
         channels, height, width = self.obs_shape
         convs = []
         for out, kernel, stride in CONVS:
@@ -90,7 +111,7 @@ class NatureCNN(ActorCritic):
 
     def features(self, obs: Tensor) -> Tensor:
         """The shared trunk: raw pixels [B, C, H, W] -> features [B, 512]."""
-        x = obs.to(self.fc.weight.dtype) / SCALE
+        x = pixels_in(obs, self.obs_norm, self.fc.weight.dtype)
         for conv in self.conv:
             x = torch.relu(conv(x))
         return torch.relu(self.fc(x.flatten(1)))
@@ -116,7 +137,8 @@ class CNNInference:
     cnn_forward.md; about a fifth faster than the module at N = 8 with one thread): plain
     NCHW float32 `conv2d`s and `addmm`s under inference_mode, ReLU in place, the fc weight
     pre-transposed (nn.Linear's [out, in] matmul was the slower one), the 1/255 folded into
-    conv.0's weights (equal to the module's forward to ~1e-6, not bit for bit) and the
+    conv.0's weights (equal to the module's forward to ~1e-6, not bit for bit; with
+    `obs_norm` the pixels are normalized instead, which clipping keeps out of the weights) and the
     policy and value heads fused into one matmul. channels-last, TorchScript and
     torch.compile were no faster; bfloat16 was, but is not the learner's policy (~1e-2).
     """
@@ -129,7 +151,13 @@ class CNNInference:
             self._convs = [
                 (c.weight.detach().clone(), c.bias.detach().clone(), c.stride) for c in model.conv
             ]
-            self._convs[0][0].div_(SCALE)  # conv(x / 255, W) = conv(x, W / 255)
+            self._norm: tuple[Tensor, Tensor, float] | None = None
+            if model.obs_norm is not None:
+                inv_std, mean = model.obs_norm.scale_shift()
+                shape = model.obs_shape
+                self._norm = (mean.view(shape), inv_std.view(shape), model.obs_norm.clip)
+            else:
+                self._convs[0][0].div_(SCALE)  # conv(x / 255, W) = conv(x, W / 255)
             self._fc = (model.fc.weight.detach().t().contiguous(), model.fc.bias.detach().clone())
             # The two heads as one [512, n_out + 1] matmul: columns :n_out are the policy's.
             self._heads = (
@@ -145,6 +173,9 @@ class CNNInference:
                 f"nature-cnn built for observations {self.obs_shape}, got {tuple(x.shape[1:])}"
             )
         x = x.to(torch.float32)
+        if self._norm is not None:
+            mean, inv_std, clip = self._norm
+            x = ((x - mean) * inv_std).clamp_(-clip, clip)
         for w, b, stride in self._convs:
             x = torch.relu_(F.conv2d(x, w, b, stride))
         w, b = self._fc

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ppomq.core.models.cnn import CONVS, FEATURES, SCALE, conv_out
+from ppomq.core.models.cnn import CONVS, FEATURES, conv_out, pixel_normalizer, pixels_in
 from ppomq.core.models.cnn import check_spec as check_cnn_spec
 from ppomq.core.models.distributions import ActionDistribution, distribution_for
 from ppomq.core.models.mlp import ACTIVATIONS
@@ -87,6 +87,7 @@ class LSTMActorCritic(nn.Module):
             )
             n_features = sizes[-1]
         else:
+            self.obs_norm = pixel_normalizer(spec)
             channels, height, width = self.obs_shape
             convs = []
             for out, kernel, stride in CONVS:
@@ -146,7 +147,7 @@ class LSTMActorCritic(nn.Module):
     def features(self, x: Tensor) -> Tensor:
         """Preprocessed inputs [B, ...] -> encoder features [B, F]."""
         if self.encoder == "nature-cnn":
-            x = x.to(self.fc.weight.dtype) / SCALE
+            x = pixels_in(x, self.obs_norm, self.fc.weight.dtype)
             for conv in self.conv:
                 x = torch.relu(conv(x))
             return torch.relu(self.fc(x.flatten(1)))

@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from ppomq.core.models.actor_critic import ActorCritic
 from ppomq.core.models.distributions import ActionDistribution, distribution_for
-from ppomq.core.models.obs_norm import ObsNormalizer
+from ppomq.core.models.obs_norm import ObsNormalizer, check_obs_norm
 from ppomq.core.models.spec import ModelSpecError, check_action, check_int_list
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"tanh": torch.tanh, "relu": torch.relu}
@@ -45,12 +45,7 @@ def check_spec(spec: dict[str, Any]) -> None:
         raise ModelSpecError(
             f"activation {spec.get('activation')!r} is not one of {', '.join(ACTIVATIONS)}"
         )
-    norm = spec.get("obs_norm")
-    if norm is not None and not (
-        isinstance(norm, dict)
-        and all(isinstance(norm.get(k), int | float) for k in ("clip", "epsilon"))
-    ):
-        raise ModelSpecError("obs_norm must be null or a map with numbers clip and epsilon")
+    check_obs_norm(spec)
 
 
 class MLPActorCritic(ActorCritic):

@@ -54,20 +54,19 @@ def model_spec_for(
             obs_clip=obs_clip, obs_epsilon=obs_epsilon,
         )  # fmt: skip
         return {**inner, "arch": "lstm", "encoder": encoder, "lstm_size": int(lstm_size)}
+    norm = {"clip": float(obs_clip), "epsilon": float(obs_epsilon)} if norm_obs else None
     if arch == "nature-cnn":
-        if norm_obs:
-            raise ModelSpecError(
-                "--norm-obs is for vector observations; nature-cnn scales pixels by 1/255 "
-                "itself (drop --norm-obs)"
-            )
-        return {"arch": arch, "obs_shape": obs_shape, "action": action}
+        # obs_norm only when asked: the spec without it is the one every checkpoint has.
+        return {"arch": arch, "obs_shape": obs_shape, "action": action} | (
+            {"obs_norm": norm} if norm else {}
+        )
     return {
         "arch": arch,
         "obs_shape": obs_shape,
         "action": action,
         "hidden": [int(h) for h in hidden],
         "activation": activation,
-        "obs_norm": {"clip": float(obs_clip), "epsilon": float(obs_epsilon)} if norm_obs else None,
+        "obs_norm": norm,
     }
 
 

@@ -241,8 +241,10 @@ class PPOSettings(SettingsGroup):
     norm_obs: bool = Field(
         False,
         description="Normalize observations by their running mean and variance, as "
-        "CleanRL's ppo_continuous_action does; the statistics travel with the weights, so "
-        "actors, exported weights and `ppomq eval` normalize exactly like the learner.",
+        "CleanRL's ppo_continuous_action does (pixels: each pixel by its own, in place of "
+        "the 1/255 scaling, as Sample Factory's normalize_input); the statistics travel "
+        "with the weights, so actors, exported weights and `ppomq eval` normalize exactly "
+        "like the learner.",
     )
     norm_reward: bool = Field(
         False,
