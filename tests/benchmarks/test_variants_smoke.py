@@ -98,18 +98,18 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
         assert ("--norm-obs" in argv) == (job.arm == "norm-obs")
         assert ("--no-clip-vloss" in argv) == (job.arm == "no-clip-vloss")
     # Curve rows: [env steps, seconds, return, mean of the last 20].
-    curve = [[50_000, 1.0, 2.0, 1.5], [150_000, 2.0, 9.0, 4.0], [160_000, 3.0, 9.0, 8.0]]
-    assert bench.returns_at(curve, (100_000, 200_000)) == {
-        "100000": 1.5, "200000": None,  # the run ended before 200k
+    curve = [[50_000, 1.0, 2.0, 1.5], [120_000, 2.0, 9.0, 4.0], [140_000, 3.0, 9.0, 8.0]]
+    assert bench.returns_at(curve, (100_000, 150_000)) == {
+        "100000": 1.5, "150000": None,  # the run ended before 150k
     }  # fmt: skip
     runs = [
         {"ok": True, "task": "breakout", "arm": arm, "actors": 2, "seed": seed,
-         "command_s": 720.0, "return_at": {"100000": seed + k, "200000": 2 * seed + k}}
+         "command_s": 720.0, "return_at": {"100000": seed + k, "150000": 2 * seed + k}}
         for k, arm in enumerate(("preset", "norm-obs")) for seed in (1, 2, 3)
     ]  # fmt: skip
     doc = {"study": "breakout-factors", "runs": runs, "summary": bench.summarise(runs)}
     rows = {row["arm"]: row for row in doc["summary"]}
-    assert rows["norm-obs"]["return_at"] == {"100000": 3, "200000": 5}
+    assert rows["norm-obs"]["return_at"] == {"100000": 3, "150000": 5}
     md = bench.render_markdown(doc)
     assert "| breakout | **norm-obs** | median | 3.0 | 5.0 |" in md
     assert "| breakout | preset | 3 | 3.0 | 6.0 |" in md
