@@ -178,3 +178,22 @@ def test_the_actors_functional_step_computes_what_the_module_does(spec):
     torch.testing.assert_close(got_out, ref_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(f_value, value[0], rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(f_nxt, torch.stack(nxt, dim=1), rtol=1e-5, atol=1e-6)
+
+
+def test_the_cnn_encoder_with_norm_obs_normalizes_each_pixel_as_the_cnn_does():
+    torch.manual_seed(0)
+    normed = build_model({**CNN, "obs_norm": {"clip": 10.0, "epsilon": 1e-8}})
+    frames = torch.randint(0, 64, (32, 4 * 36 * 36), dtype=torch.uint8)
+    normed.obs_norm.update(frames)
+    assert normed.obs_norm.mean.shape == (4 * 36 * 36,)
+    plain = build_model(CNN)
+    plain.load_state_dict(
+        {k: v for k, v in normed.state_dict().items() if not k.startswith("obs_norm")}
+    )
+    obs = torch.randint(0, 256, (5, 4, 36, 36), dtype=torch.uint8)
+    norm = normed.obs_norm
+    x = ((obs.flatten(1).double() - norm.mean) / (norm.var + 1e-8).sqrt()).clamp(-10, 10)
+    with torch.no_grad():  # the plain encoder divides by 255: hand it the normalized pixels x 255
+        want = plain.features(plain.preprocess(x.float().view_as(obs) * 255.0))
+        got = normed.features(normed.preprocess(obs))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
