@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -90,6 +93,29 @@ def test_a_torn_last_line_is_skipped_and_the_next_writer_starts_a_line_of_its_ow
     assert [e["t"] for e in read_events(path)] == [1.0]
     EventWriter(path, "launcher").emit("launcher.phase", t=3.0, phase="stop")
     assert [e["t"] for e in read_events(path)] == [1.0, 3.0]
+
+
+def test_a_line_a_live_writer_is_still_writing_is_not_taken_for_a_torn_one(tmp_path: Path):
+    path = tmp_path / "events.jsonl"
+    # A live writer mid-line: its shared lock held, half its line in the file.
+    live = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fcntl.flock(live, fcntl.LOCK_SH)
+    os.write(live, b'{"t": 1.0, "event": "launcher.phase", "source": "launcher", ')
+    opened = threading.Event()
+    thread = threading.Thread(
+        target=lambda: (
+            EventWriter(path, "actor-0").emit("launcher.phase", phase="b"),
+            opened.set(),
+        )
+    )
+    thread.start()
+    assert not opened.wait(0.3)  # the new writer waits for the line to end
+    os.write(live, b'"phase": "a"}\n')
+    fcntl.flock(live, fcntl.LOCK_UN)
+    os.close(live)
+    thread.join(10)
+    assert [e["phase"] for e in read_events(path)] == ["a", "b"]
+    assert path.read_text().count("\n") == 2  # no stray line ending
 
 
 def test_lines_that_are_not_events_are_skipped(tmp_path: Path):

@@ -7,7 +7,10 @@ SCHEMA below is that document as code, and a test keeps the two the same.
 Each event is {"t": Unix time, "event": "dotted.name", "source": "...", ...its fields}.
 Several processes append to one file: each line goes out in one write() on a descriptor
 opened O_APPEND and is kept under MAX_LINE_BYTES, so lines never interleave. A writer
-killed mid-line leaves a torn last line; the reader skips any line that is not whole.
+killed mid-line leaves a torn last line; the reader skips any line that is not whole, and
+the next writer to open the file ends it. Writers hold a shared flock while they write and
+that check holds it exclusively: a line still being copied in by a live writer also ends
+without its newline for a moment, and must not be taken for a torn one.
 
 A process is told where to write by its `events_file` setting (PPOMQ_EVENTS_FILE), which
 `ppomq train` sets for its children; empty (compose, Kubernetes) writes nothing.
@@ -16,6 +19,7 @@ A process is told where to write by its `events_file` setting (PPOMQ_EVENTS_FILE
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -152,12 +156,16 @@ class EventWriter:
         """A writer killed mid-line left no newline: end that line, so that ours starts on
         a line of its own rather than being lost with the torn one."""
         assert self._fd is not None and self.path is not None
-        with open(self.path, "rb") as fh:
-            if fh.seek(0, os.SEEK_END) == 0:
-                return
-            fh.seek(-1, os.SEEK_END)
-            if fh.read(1) != b"\n":
-                os.write(self._fd, b"\n")
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            with open(self.path, "rb") as fh:
+                if fh.seek(0, os.SEEK_END) == 0:
+                    return
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    os.write(self._fd, b"\n")
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def emit(self, event: str, *, t: float | None = None, **fields: Any) -> None:
         """Append `event` with `fields` (SCHEMA's), at `t` (now)."""
@@ -169,7 +177,11 @@ class EventWriter:
         if len(line) >= MAX_LINE_BYTES:
             raise ValueError(f"{event} is {len(line)} bytes; events stay under {MAX_LINE_BYTES}")
         with contextlib.suppress(OSError):
-            os.write(self._fd, line)
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+            try:
+                os.write(self._fd, line)
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
         if self._fd is not None:
