@@ -25,6 +25,10 @@ binding built for ppomq's venv). Contenders, one command each, interleaved round
   are the vector env the shim registers (PufferCartPoleVector), stepped by one C call a
   step as PufferLib steps them; what is left between it and PufferLib is ppomq's own path:
   processes, the wire, the learner.
+* ppomq-*-2hosts: the same as -ahead-cvec, on two network hosts (benchmarks/deploy/split_run.py:
+  Redis, the weightserver and the learner on one network namespace, the actor on another,
+  CURVE over TCP between their addresses), as a run spread over machines is started by
+  hand. Needs root. Both hosts share this machine's CPUs.
 
 Per run: the command's time from its start to its exit for a fixed step count; SPS from
 the first env step to the end of training and in steady state (first update to last); the
@@ -41,6 +45,7 @@ import argparse
 import csv
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -102,6 +107,7 @@ class Contender:
     env_share: int = 1  # ppomq: envs per actor = shape.num_envs // env_share
     batches_per_version: int = 1
     vectorization: str = "sync"  # ppomq: vector_entry_point steps the envs in one C call
+    hosts: int = 1  # ppomq: 2 = learner and actors on two network hosts (split_run)
 
     def ppomq_layout(self, shape: Shape) -> tuple[int, int]:
         """(envs per actor, steps per batch) with the update still shape.batch samples."""
@@ -131,6 +137,11 @@ CONTENDERS: dict[str, Contender] = {
                   "ppomq, 1 actor x 1,024 envs, T=64, 2 batches/version, envs in one C call",
                   "ppomq", actors=1, batches_per_version=2,
                   vectorization="vector_entry_point"),
+        Contender("ppomq-1x1024-ahead-cvec-2hosts",
+                  "ppomq on two network hosts (learner host, actor host), 1 actor x 1,024 "
+                  "envs, T=64, 2 batches/version, envs in one C call",
+                  "ppomq", actors=1, batches_per_version=2,
+                  vectorization="vector_entry_point", hosts=2),
     )
 }  # fmt: skip
 DEFAULT_CONTENDERS = tuple(CONTENDERS)
@@ -148,20 +159,29 @@ def ppo_config(minibatch_size: int) -> Any:
 
 
 def ppomq_command(c: Contender, shape: Shape, seed: int, run_dir: Path) -> list[str]:
+    """`ppomq train` on one box; with c.hosts == 2, benchmarks.deploy.split_run: the same
+    learner and actors, the learner's services on one network host, the actors on another."""
     envs, steps = c.ppomq_layout(shape)
-    exe = Path(sys.executable).parent / "ppomq"
-    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ppomq.cli"]
     flags = {f"--{k.replace('_', '-')}": str(v) for k, v in HP.items()}
-    return [
-        *head, "train", "--env-id", SHIM_ENV_ID, "--vectorization", c.vectorization,
-        "--actors", str(c.actors), "--num-envs", str(envs), "--num-steps", str(steps),
-        "--batch-samples", str(shape.batch), "--batches-per-version", str(c.batches_per_version),
+    both = ["--env-id", SHIM_ENV_ID, "--num-envs", str(envs), "--num-steps", str(steps),
+            "--seed", str(seed)]  # fmt: skip
+    learner = [
+        *both, "--batch-samples", str(shape.batch),
+        "--batches-per-version", str(c.batches_per_version),
         "--update-epochs", "1", "--minibatch-size", str(shape.minibatch_size),
         *[x for kv in flags.items() for x in kv], "--no-anneal-lr", "--clip-vloss",
         "--hidden-sizes", "64,64", "--activation", "tanh", "--torch-threads", "1",
-        "--total-steps", str(shape.total_steps), "--eval-episodes", "0", "--no-progress",
-        "--seed", str(seed), "--run-dir", str(run_dir),
+        "--total-steps", str(shape.total_steps), "--eval-episodes", "0",
     ]  # fmt: skip
+    actor = [*both, "--vectorization", c.vectorization]
+    if c.hosts == 2:
+        return [sys.executable, "-m", "benchmarks.deploy.split_run", "--run-dir", str(run_dir),
+                "--actors", str(c.actors), "--learner-args", shlex.join(learner),
+                "--actor-args", shlex.join(actor)]  # fmt: skip
+    exe = Path(sys.executable).parent / "ppomq"
+    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ppomq.cli"]
+    return [*head, "train", *learner, "--vectorization", c.vectorization,
+            "--actors", str(c.actors), "--no-progress", "--run-dir", str(run_dir)]  # fmt: skip
 
 
 def puffer_command(c: Contender, shape: Shape, seed: int, run_dir: Path, python: str) -> list[str]:
@@ -372,6 +392,7 @@ def best_ppomq(rows: list[dict[str, Any]], vectorization: str) -> dict[str, Any]
         r for r in rows
         if r["contender"].startswith("ppomq") and r.get("sps")
         and CONTENDERS[r["contender"]].vectorization == vectorization
+        and CONTENDERS[r["contender"]].hosts == 1
     ]  # fmt: skip
     return max(ppomq, key=lambda r: r["sps"]["median"]) if ppomq else None
 
@@ -418,6 +439,15 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", f"**Goal** (ppomq within {GOAL_RATIO}× of PufferLib's SPS at its batch "
                   f"shape), {path}: {met}: the fastest layout, {best['label']}, makes "
                   f"PufferLib's SPS {ratio:.2f}× its own."]  # fmt: skip
+    for r in rows:
+        if CONTENDERS[r["contender"]].hosts == 2 and r.get("puffer_sps_over_this"):
+            ratio = r["puffer_sps_over_this"]
+            met = "met" if ratio < 1 else "not met"
+            lines += ["", f"**Goal** (ppomq on two network hosts faster than PufferLib on "
+                      f"one): {met}: PufferLib's SPS is {ratio:.2f}× that of {r['label']}. "
+                      "The two hosts are network namespaces of this one machine: they share "
+                      "its CPUs, so what this row adds is the network between learner and "
+                      "actors, not a second machine's cores."]  # fmt: skip
     lines += [
         "",
         "## ppomq in the system: time per update and per batch (ms, medians)",

@@ -86,9 +86,14 @@ class Lab:
             self.etc_dirs.append(etc)
             (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n{names}")
 
-    def start(self, host: str, argv: list[str], env: dict[str, str], cwd: Path) -> None:
-        log = open(self.root / f"{host}.log", "wb")  # noqa: SIM115 - closed with the lab
-        self.procs[host] = subprocess.Popen(
+    def start(
+        self, host: str, argv: list[str], env: dict[str, str], cwd: Path, name: str = ""
+    ) -> None:
+        """Start `argv` on `host`; the process is known (procs, log, stop) by `name`, the
+        host's name unless a host runs several."""
+        name = name or host
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - closed with the lab
+        self.procs[name] = subprocess.Popen(
             ["ip", "netns", "exec", self.ns(host), *argv],
             env=env,
             cwd=cwd,

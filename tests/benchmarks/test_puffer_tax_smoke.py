@@ -5,6 +5,7 @@ well-formed results, never how fast anything was)."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,42 @@ def test_rows_are_medians_with_pufferlibs_sps_over_each() -> None:
     assert "`--vectorization vector_entry_point`): " not in md  # no such row ran
     assert "| 70,000 (60,000–80,000) |" in md
     assert "| 600 | 3 | 250 | 8 | 800 | 30 | 5 |" in md
+
+
+def _flags(argv: list[str]) -> dict[str, str | None]:
+    """--flag value pairs (None for a bare switch) as a dict."""
+    out: dict[str, str | None] = {}
+    for i, a in enumerate(argv):
+        if a.startswith("--"):
+            nxt = argv[i + 1] if i + 1 < len(argv) else "--"
+            out[a] = None if nxt.startswith("--") else nxt
+    return out
+
+
+def test_the_two_host_layout_runs_trains_learner_and_actor_flags_split_over_hosts(
+    tmp_path: Path,
+) -> None:
+    one = bench.CONTENDERS["ppomq-1x1024-ahead-cvec"]
+    two = bench.CONTENDERS["ppomq-1x1024-ahead-cvec-2hosts"]
+    train = bench.ppomq_command(one, bench.Shape(), 1, tmp_path)
+    split = bench.ppomq_command(two, bench.Shape(), 1, tmp_path)
+    assert split[1:3] == ["-m", "benchmarks.deploy.split_run"]
+    learner = shlex.split(split[split.index("--learner-args") + 1])
+    actor = shlex.split(split[split.index("--actor-args") + 1])
+    flags = _flags(train[2:])  # after the executable and `train`
+    train_only = {"--actors": "1", "--no-progress": None, "--run-dir": str(tmp_path)}
+    assert _flags(learner) | _flags(actor) | train_only == flags
+    assert "--vectorization" in actor and "--batch-samples" in learner
+    row = {"contender": two.name, "label": two.label, "puffer_sps_over_this": 1.4,
+           "sps": {"median": 1.0, "min": 1.0, "max": 1.0}}  # fmt: skip
+    doc = {"command": "c", "date": "d", "rounds": 1, "seed": 1, "rows": [row],
+           "machine": {"cpus": 2, "cpu_model": "cpu", "platform": "linux", "python": "3"},
+           "load_before": [1, 1, 1], "load_after": [1, 1, 1], "profile": None,
+           "shape": {"num_envs": 1024, "horizon": 64, "minibatch_size": 32768,
+                     "total_steps": 2_000_000}}  # fmt: skip
+    md = bench.markdown(doc)
+    assert "(ppomq on two network hosts faster than PufferLib on one): not met" in md
+    assert "**Goal** (ppomq within 1.5×" not in md  # a two-host row is not a one-box layout
 
 
 def test_mean_length_weights_by_episode_count() -> None:
