@@ -3,7 +3,8 @@
 Wiring: settings -> logging -> identity -> env -> weights prefetcher + rollout sender ->
 wait for the first weights -> loop. Its parts: identity.py (index and id), runner.py
 (sampling), reward_norm.py, policy_sync.py (weights), flow_control.py (batches per
-version), sending.py (handing a batch to the learner).
+version), batch_shape.py (the learner's num_steps), sending.py (handing a batch to the
+learner).
 
 Stopping: the first SIGTERM/SIGINT finishes (and sends) the current rollout and exits
 143/130 (128 + the signal: stopped before the run's end); a second exits at once. Exit 0
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ppomq.actor.batch_shape import check_num_steps
 from ppomq.actor.flow_control import FlowControl
 from ppomq.actor.identity import actor_index_of, new_actor_id
 from ppomq.actor.policy_sync import RunFinished, Stopped, WeightsPrefetcher, refresh_weights
@@ -176,6 +178,7 @@ class ActorLoop:
         if got is None:
             return
         self.version, self.policy, actor_map = got
+        check_num_steps(actor_map, self.s.num_steps)
         self.flow.new_version(actor_map)
         self._route(actor_map)
         # What the learner asks actors to do outside the network comes with each version;

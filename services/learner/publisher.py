@@ -37,11 +37,12 @@ FINISHED_RETRIES = 40
 def actor_config(settings: LearnerSettings, learners: list[str] | None = None) -> dict[str, Any]:
     """What actors apply outside the network, published in every weights header: how many
     batches they may send per version (the learner owns the update, so it owns how far
-    actors run ahead), CleanRL's reward scaling (running std of the discounted return,
-    clipped) when --norm-reward, and a learner group's rollout endpoints, one per rank
-    (an actor sends to the one its index picks: proto/WEIGHTS.md)."""
+    actors run ahead), the steps per env a batch must hold (an actor set otherwise stops
+    rather than have every batch refused), CleanRL's reward scaling (running std of the
+    discounted return, clipped) when --norm-reward, and a learner group's rollout
+    endpoints, one per rank (an actor sends to the one its index picks: proto/WEIGHTS.md)."""
     flow = 1 if settings.mode == "sync" else int(settings.batches_per_version)
-    out: dict[str, Any] = {"batches_per_version": flow}
+    out: dict[str, Any] = {"batches_per_version": flow, "num_steps": int(settings.num_steps)}
     if settings.norm_reward:
         out["reward_norm"] = {"gamma": float(settings.gamma), "clip": 10.0, "epsilon": 1e-8}
     if learners:

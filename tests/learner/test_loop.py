@@ -501,9 +501,9 @@ def test_published_weights_tell_actors_how_far_they_may_run_ahead(tmp_path, redi
     from ppomq.learner.publisher import actor_config
 
     loop, *_ = _setup(tmp_path, redis_url, batches_per_version=3)
-    assert actor_config(loop.s) == {"batches_per_version": 3}
+    assert actor_config(loop.s) == {"batches_per_version": 3, "num_steps": loop.s.num_steps}
     loop, *_ = _setup(tmp_path / "sync", redis_url, batches_per_version=3, mode="sync")
-    assert actor_config(loop.s) == {"batches_per_version": 1}
+    assert actor_config(loop.s) == {"batches_per_version": 1, "num_steps": loop.s.num_steps}
 
 
 def test_sync_never_waits_for_made_up_ids_that_only_just_missed_an_update(tmp_path, redis_url):
