@@ -25,12 +25,13 @@ sync-kl-penalty `--mode sync --objective kl-penalty`, on CartPole-v1 and HalfChe
 KL and clip-fraction curves (the learner's approx_kl and clip_fraction per update) go to
 OUT/variants_objective.png.
 
-breakout-factors: what Sample Factory's and SB3's Breakout settings do that the atari
-preset (CleanRL's) does not, one at a time, on Breakout (`--preset atari`, its 2-thread
-learner as benchmarks.learning runs it): preset; norm-obs (`--norm-obs`: each pixel
-normalized by its running mean and variance, Sample Factory's `normalize_input`, in place
-of / 255); no-clip-vloss (`--no-clip-vloss`: the value loss unclipped, as SB3's default
-clip_range_vf None; Sample Factory clips normalized values at 1.0). Each run has the
+breakout-factors: what Sample Factory's and SB3's Breakout settings do that CleanRL's do
+not, one at a time, on Breakout (`--preset atari`, its 2-thread learner as
+benchmarks.learning runs it): cleanrl (`--no-norm-obs`: CleanRL's settings, pixels / 255);
+norm-obs (`--norm-obs`, the preset's: each pixel normalized by its running mean and
+variance, Sample Factory's `normalize_input`); no-clip-vloss (CleanRL's settings with
+`--no-clip-vloss`: the value loss unclipped, as SB3's default clip_range_vf None; Sample
+Factory clips normalized values at 1.0). Each run has the
 1M-step run's learning-rate schedule and stops after 660 s (about 160k steps on the 2-core
 machine at 250 SPS), where Sample Factory's own curves are already well ahead; the figures
 are the mean return of the last 20 games at 100k and 150k steps.
@@ -98,7 +99,11 @@ STUDIES: dict[str, dict[str, Any]] = {
     },
     "breakout-factors": {
         "tasks": ("breakout",),
-        "arms": {"preset": "", "norm-obs": "--norm-obs", "no-clip-vloss": "--no-clip-vloss"},
+        "arms": {
+            "cleanrl": "--no-norm-obs",
+            "norm-obs": "--norm-obs",
+            "no-clip-vloss": "--no-norm-obs --no-clip-vloss",
+        },
     },
 }
 ARMS: dict[str, str] = {a: f for st in STUDIES.values() for a, f in st["arms"].items()}
@@ -335,8 +340,8 @@ def _order(key: tuple[str, str, int]) -> tuple[int, int, int]:
 TITLES = {
     "run-ahead": "Lock-step against run-ahead actors",
     "objective": "Clipped PPO against PPO with an adaptive KL penalty, sync mode",
-    "breakout-factors": "Breakout on the atari preset, one of Sample Factory's or SB3's "
-    "settings at a time",
+    "breakout-factors": "Breakout: CleanRL's settings against one of Sample Factory's or "
+    "SB3's settings at a time",
 }
 
 

@@ -96,6 +96,7 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
         argv = " ".join(bench.command(job, Path("/r")))
         assert "--preset atari" in argv and "--total-steps 1000000" in argv
         assert ("--norm-obs" in argv) == (job.arm == "norm-obs")
+        assert ("--no-norm-obs" in argv) == (job.arm != "norm-obs")  # CleanRL's / 255
         assert ("--no-clip-vloss" in argv) == (job.arm == "no-clip-vloss")
     # Curve rows: [env steps, seconds, return, mean of the last 20].
     curve = [[50_000, 1.0, 2.0, 1.5], [120_000, 2.0, 9.0, 4.0], [140_000, 3.0, 9.0, 8.0]]
@@ -105,11 +106,11 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
     runs = [
         {"ok": True, "task": "breakout", "arm": arm, "actors": 2, "seed": seed,
          "command_s": 720.0, "return_at": {"100000": seed + k, "150000": 2 * seed + k}}
-        for k, arm in enumerate(("preset", "norm-obs")) for seed in (1, 2, 3)
+        for k, arm in enumerate(("cleanrl", "norm-obs")) for seed in (1, 2, 3)
     ]  # fmt: skip
     doc = {"study": "breakout-factors", "runs": runs, "summary": bench.summarise(runs)}
     rows = {row["arm"]: row for row in doc["summary"]}
     assert rows["norm-obs"]["return_at"] == {"100000": 3, "150000": 5}
     md = bench.render_markdown(doc)
     assert "| breakout | **norm-obs** | median | 3.0 | 5.0 |" in md
-    assert "| breakout | preset | 3 | 3.0 | 6.0 |" in md
+    assert "| breakout | cleanrl | 3 | 3.0 | 6.0 |" in md
