@@ -255,10 +255,8 @@ def availability(c: Contender, rllib_python: str | None) -> str | None:
 
 
 def ppomq_command(c: Contender, seed: int, cap: int, target: float, run_dir: Path) -> list[str]:
-    exe = Path(sys.executable).parent / "ppomq"
-    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ppomq.cli"]
     return [
-        *head, "train",
+        *harness.ppomq_argv("train"),
         "--mode", c.mode,
         "--actors", str(c.actors),
         "--total-steps", str(cap),

@@ -216,6 +216,13 @@ def spread(values: Sequence[float], digits: int | None = None) -> dict[str, floa
 # --- one command -----------------------------------------------------------------------
 
 
+def ppomq_argv(*args: str) -> list[str]:
+    """`ppomq ARGS` with this interpreter's ppomq: the venv's script, else `-m ppomq.cli`."""
+    exe = Path(sys.executable).parent / "ppomq"
+    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ppomq.cli"]
+    return [*head, *args]
+
+
 def run_command(
     argv: Sequence[str],
     log_dir: Path,

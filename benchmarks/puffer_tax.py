@@ -178,10 +178,9 @@ def ppomq_command(c: Contender, shape: Shape, seed: int, run_dir: Path) -> list[
         return [sys.executable, "-m", "benchmarks.deploy.split_run", "--run-dir", str(run_dir),
                 "--actors", str(c.actors), "--learner-args", shlex.join(learner),
                 "--actor-args", shlex.join(actor)]  # fmt: skip
-    exe = Path(sys.executable).parent / "ppomq"
-    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ppomq.cli"]
-    return [*head, "train", *learner, "--vectorization", c.vectorization,
-            "--actors", str(c.actors), "--no-progress", "--run-dir", str(run_dir)]  # fmt: skip
+    return harness.ppomq_argv("train", *learner, "--vectorization", c.vectorization,
+                              "--actors", str(c.actors), "--no-progress",
+                              "--run-dir", str(run_dir))  # fmt: skip
 
 
 def puffer_command(c: Contender, shape: Shape, seed: int, run_dir: Path, python: str) -> list[str]:

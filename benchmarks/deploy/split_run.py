@@ -28,17 +28,12 @@ import time
 from pathlib import Path
 
 from benchmarks.deploy.netns import Lab, open_lab, why_not_netns
+from benchmarks.harness import ppomq_argv as ppomq
 from ppomq.core.events import EVENTS_FILE
 
 LEARNER_HOST, ACTOR_HOST = "learner-host", "actor-host"
 ROLLOUT_PORT, WEIGHTS_PORT, REDIS_PORT = 5555, 5556, 6379
 RUN_ID = "split"
-
-
-def ppomq(*args: str) -> list[str]:
-    exe = Path(sys.executable).parent / "ppomq"
-    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "ppomq.cli"]
-    return [*head, *args]
 
 
 def _wait(what: str, ready, lab: Lab, timeout_s: float) -> None:
