@@ -5,6 +5,7 @@
         [--workdir runs/bench-variants] [--lock PATH]
     .venv/bin/python -m benchmarks.variants objective [--tasks cartpole,halfcheetah] ...
     .venv/bin/python -m benchmarks.variants breakout-factors [--seeds 1,2,3] ...
+        [--task-flags "..."] [--marks 100000,200000] [--concurrent N]
 
 run-ahead: lock-step actors against actors that run ahead, with GAE or V-trace. Arms, each
 the task's command plus:
@@ -31,10 +32,17 @@ benchmarks.learning runs it): cleanrl (`--no-norm-obs`: CleanRL's settings, pixe
 norm-obs (`--norm-obs`, the preset's: each pixel normalized by its running mean and
 variance, Sample Factory's `normalize_input`); no-clip-vloss (CleanRL's settings with
 `--no-clip-vloss`: the value loss unclipped, as SB3's default clip_range_vf None; Sample
-Factory clips normalized values at 1.0). Each run has the
+Factory clips normalized values at 1.0); norm-returns (norm-obs with `--norm-returns`: the
+value head learns returns normalized by their running mean and std, Sample Factory's
+`normalize_returns`; the value loss is then clipped at 0.1 in normalized units);
+norm-returns-no-clip-vloss (the same, unclipped). Each run has the
 1M-step run's learning-rate schedule and stops after 660 s (about 160k steps on the 2-core
 machine at 250 SPS), where Sample Factory's own curves are already well ahead; the figures
-are the mean return of the last 20 games at 100k and 150k steps.
+are the mean return of the last 20 games at 100k and 150k steps (--marks: others). Task
+breakout-device is the same on the GPU machine (benchmarks/device/breakout_factors.sh):
+ale-py's C++ env backend (that machine has no OpenCV), its duration and device from
+--task-flags, and --concurrent runs at once, whose command times are then not comparable
+(the figures are returns at equal steps).
 
 Each run is its own `ppomq train`, timed from the command to its exit, one at a time under
 the bench lock; seeds outermost, the arms' order rotating with the seed. Per run: command
@@ -55,6 +63,8 @@ import shlex
 import shutil
 import statistics
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +90,13 @@ TASKS: dict[str, dict[str, Any]] = {
         "target": None,
         "marks": (100_000, 150_000),
     },
+    "breakout-device": {
+        "env_id": "BreakoutNoFrameskip-v4",
+        "flags": "--preset atari --env-backend ale --torch-threads 1 --eval-episodes 0",
+        "steps": 1_000_000,
+        "target": None,
+        "marks": (100_000, 200_000, 300_000, 400_000),
+    },
 }
 STUDIES: dict[str, dict[str, Any]] = {
     "run-ahead": {
@@ -103,6 +120,8 @@ STUDIES: dict[str, dict[str, Any]] = {
             "cleanrl": "--no-norm-obs",
             "norm-obs": "--norm-obs",
             "no-clip-vloss": "--no-norm-obs --no-clip-vloss",
+            "norm-returns": "--norm-obs --norm-returns",
+            "norm-returns-no-clip-vloss": "--norm-obs --norm-returns --no-clip-vloss",
         },
     },
 }
@@ -149,9 +168,11 @@ def plan(tasks: list[str], arms: list[str], seeds: list[int], scan: bool) -> lis
     return jobs
 
 
-def command(job: Job, run_dir: Path) -> list[str]:
+def command(job: Job, run_dir: Path, task_flags: str = "") -> list[str]:
+    """The job's `ppomq train`; `task_flags` go after the task's own (and win over them)."""
     task = TASKS[job.task]
-    argv = [".venv/bin/ppomq", "train", *shlex.split(task["flags"]), "--env-id", task["env_id"]]
+    flags = [*shlex.split(task["flags"]), *shlex.split(task_flags)]
+    argv = harness.ppomq_argv("train", *flags, "--env-id", task["env_id"])
     argv += ["--total-steps", str(task["steps"]), "--seed", str(job.seed)]
     argv += ["--run-dir", str(run_dir), "--no-progress", *shlex.split(ARMS[job.arm])]
     if task["target"] is not None:
@@ -240,26 +261,36 @@ def _kl_figures(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def run_job(job: Job, workdir: Path, lock: str | None, timeout_s: float) -> dict[str, Any]:
+def run_job(
+    job: Job,
+    workdir: Path,
+    lock: str | None,
+    timeout_s: float,
+    *,
+    task_flags: str = "",
+    marks: tuple[int, ...] = (),
+) -> dict[str, Any]:
     run_dir = workdir / job.name
     shutil.rmtree(run_dir, ignore_errors=True)
     run_dir.mkdir(parents=True)
+    argv = command(job, run_dir, task_flags)
     rec: dict[str, Any] = {
         "task": job.task, "arm": job.arm, "actors": job.actors, "seed": job.seed,
         "env_id": TASKS[job.task]["env_id"], "run_dir": str(run_dir), "ok": False,
-        "command": shlex.join(command(job, run_dir)),
+        "command": shlex.join(argv),
         "started_at": harness.utc_now(),
     }  # fmt: skip
     with harness.BenchLock(lock) as fl:
-        proc = harness.run_command(command(job, run_dir), run_dir, timeout_s)
+        proc = harness.run_command(argv, run_dir, timeout_s)
     rec["lock_wait_s"] = fl.waited_s
     t_cmd = proc.pop("t_cmd")
     rec.update(proc)
     if rec["error"] is None:
         try:
             rec.update(run_figures(run_dir, t_cmd, TASKS[job.task]["target"]))
-            if "marks" in TASKS[job.task]:
-                rec["return_at"] = returns_at(rec["curve"], TASKS[job.task]["marks"])
+            marks = marks or TASKS[job.task].get("marks", ())
+            if marks:
+                rec["return_at"] = returns_at(rec["curve"], marks)
             rec["ok"] = True
         except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError) as exc:
             rec["error"] = f"could not read the results: {exc!r}"
@@ -311,9 +342,10 @@ def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[key] = None if key in skipped else _median([r.get(key) for r in rs])
         if targeted:
             row["reached"] = sum(r.get("solved_at_env_steps") is not None for r in rs)
-        for mark in TASKS[task].get("marks", ()):
-            row.setdefault("return_at", {})[str(mark)] = _median(
-                [r.get("return_at", {}).get(str(mark)) for r in rs]
+        marks = [m for r in rs for m in r.get("return_at", {})]
+        for mark in sorted(set(marks), key=int):
+            row.setdefault("return_at", {})[mark] = _median(
+                [r.get("return_at", {}).get(mark) for r in rs]
             )
         baseline = groups.get((task, baseline_of(arm), DEFAULT_ACTORS), [])
         base = {r["seed"]: r for r in baseline}
@@ -357,7 +389,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
         f"ratios are medians of per-seed ratios to {base} ({DEFAULT_ACTORS} actors) on the "
         "same seed. Arms: "
         + "; ".join(f"{a} = `{f}`" if f else f"{a} = the task's command" for a, f in arms.items())
-        + ".",
+        + "."
+        + _concurrency_note(doc),
         "",
         "| task | arm | actors | seeds | reached | "
         + " | ".join(label for _, label, _ in FIGURES)
@@ -389,6 +422,16 @@ def render_markdown(doc: dict[str, Any]) -> str:
             f"{r.get('mean_return_20', '–')} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _concurrency_note(doc: dict[str, Any]) -> str:
+    most = max((r.get("concurrent", 1) for r in doc.get("runs", [])), default=1)
+    if most == 1:
+        return ""
+    return (
+        f" Up to {most} runs went at once on this machine, so command times and SPS say "
+        "how they shared it, not what one run takes: compare the returns at equal steps."
+    )
 
 
 def _returns_at_lines(doc: dict[str, Any]) -> list[str]:
@@ -467,6 +510,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=WORKDIR)
     harness.add_lock_option(p, default=harness.LOCK_PATH)
     p.add_argument("--timeout-s", type=float, default=3600.0)
+    p.add_argument("--task-flags", default="", help="ppomq flags after the task's own")
+    p.add_argument("--marks", help="env steps to read the return at (default: the task's)")
+    p.add_argument(
+        "--concurrent",
+        type=int,
+        default=1,
+        help="runs at once, without the bench lock (a many-core machine: returns at equal "
+        "steps compare, command times do not)",
+    )
     args = p.parse_args(argv)
     study = STUDIES[args.study]
     tasks = learning._csv_list(args.tasks) if args.tasks else list(study["tasks"])
@@ -485,14 +537,26 @@ def main(argv: list[str] | None = None) -> int:
     todo = [j for j in jobs if j.key not in done]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already recorded; {len(todo)} to run")
     workdir = args.workdir.resolve()
-    for n, job in enumerate(todo, 1):
+    marks = tuple(int(m) for m in learning._csv_list(args.marks)) if args.marks else ()
+    concurrent = max(1, args.concurrent)
+    lock = args.lock or None if concurrent == 1 else None
+    saving = threading.Lock()
+
+    def one(n: int, job: Job) -> None:
         print(f"[{n}/{len(todo)}] {job.name} ...", flush=True)
-        rec = run_job(job, workdir, args.lock or None, args.timeout_s)
-        doc["runs"] = [
-            r for r in doc["runs"] if (r["task"], r["arm"], r["actors"], r["seed"]) != job.key
-        ] + [rec]
-        save(doc, args.out)
-        print(f"    {'ok' if rec['ok'] else 'FAILED: ' + str(rec['error'])[:200]}", flush=True)
+        rec = run_job(job, workdir, lock, args.timeout_s, task_flags=args.task_flags, marks=marks)
+        rec["concurrent"] = concurrent
+        with saving:
+            doc["runs"] = [
+                r for r in doc["runs"] if (r["task"], r["arm"], r["actors"], r["seed"]) != job.key
+            ] + [rec]
+            save(doc, args.out)
+        print(f"    {job.name}: {'ok' if rec['ok'] else 'FAILED: ' + str(rec['error'])[:200]}",
+              flush=True)  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=concurrent) as pool:
+        for future in [pool.submit(one, n, job) for n, job in enumerate(todo, 1)]:
+            future.result()
     return 0 if all(r.get("ok") for r in doc["runs"]) else 1
 
 

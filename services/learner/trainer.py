@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
 
+from ppomq.core.errors import UsageError
 from ppomq.core.models import Policy, build_model
 from ppomq.learner.device import HostToDevice
 from ppomq.learner.flat_params import FlatAdam, FlatParameters
 from ppomq.learner.gae import compute_gae
 from ppomq.learner.gradients import Minibatch, SequenceMinibatch, select_gradient
 from ppomq.learner.ppo_loss import PPOLossStats, adapt_kl_coef, normalize_advantages
+from ppomq.learner.returns_norm import ReturnNormalizer
 from ppomq.learner.sequences import from_rows, sequence_arrays, to_rows
 from ppomq.learner.vtrace import compute_vtrace
 from ppomq.proto import RolloutBatch
@@ -42,6 +45,7 @@ class PPOConfig:
     clip_coef: float = 0.2
     clip_vloss: bool = False
     norm_adv: bool = True
+    norm_returns: bool = False
     ent_coef: float = 0.0
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
@@ -71,15 +75,24 @@ def flatten_arrays(batches: list[RolloutBatch]) -> dict[str, np.ndarray]:
     }
 
 
+# Maps the value head's outputs to returns (ReturnNormalizer.denormalize); None: they are.
+Denormalize = Callable[[np.ndarray], np.ndarray]
+
+
+def _as_returns(values: np.ndarray, denorm: Denormalize | None) -> np.ndarray:
+    return values if denorm is None else denorm(values)
+
+
 def gae_targets(
-    batches: list[RolloutBatch], *, gamma: float, lam: float
+    batches: list[RolloutBatch], *, gamma: float, lam: float, denorm: Denormalize | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(advantages, returns) [sum of T*N], GAE per batch on the actor's values."""
+    """(advantages, returns) [sum of T*N], GAE per batch on the actor's values (mapped to
+    returns by `denorm` when the value head learns normalized returns)."""
     out = [
         compute_gae(
-            b.arrays["rewards"], b.arrays["values"], b.arrays["terminated"],
-            b.arrays["truncated"], b.arrays["final_values"], b.arrays["bootstrap_value"],
-            gamma=gamma, lam=lam,
+            b.arrays["rewards"], _as_returns(b.arrays["values"], denorm), b.arrays["terminated"],
+            b.arrays["truncated"], _as_returns(b.arrays["final_values"], denorm),
+            _as_returns(b.arrays["bootstrap_value"], denorm), gamma=gamma, lam=lam,
         )
         for b in batches
     ]  # fmt: skip
@@ -96,11 +109,13 @@ def vtrace_targets(
     gamma: float,
     rho_bar: float,
     c_bar: float,
+    denorm: Denormalize | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(advantages, value targets) [sum of T*N], V-trace per batch for the policy whose
     log-probs and values over the flattened batches (flatten_arrays' order) are given.
     Observations the batch does not carry keep the actor's values (bootstrap_value,
-    final_values)."""
+    final_values). `denorm` maps every value, the given ones and the actor's, to returns."""
+    target_values = _as_returns(target_values, denorm)
     advs, targets, start = [], [], 0
     for b in batches:
         t, n = b.num_steps, b.num_envs
@@ -109,7 +124,8 @@ def vtrace_targets(
         a = b.arrays
         adv, v = compute_vtrace(
             a["rewards"], target_values[cut].reshape(t, n), a["terminated"], a["truncated"],
-            a["final_values"], a["bootstrap_value"], a["logp"], target_logp[cut].reshape(t, n),
+            _as_returns(a["final_values"], denorm), _as_returns(a["bootstrap_value"], denorm),
+            a["logp"], target_logp[cut].reshape(t, n),
             gamma=gamma, rho_bar=rho_bar, c_bar=c_bar,
         )  # fmt: skip
         advs.append(adv.reshape(-1))
@@ -135,7 +151,8 @@ def explained_variance(y_pred: np.ndarray, y_true: np.ndarray) -> float:
 class _Prepared(NamedTuple):
     """One update's batch: its tensors on the device, the raw observations (for the
     normalizer), and on the host, in flatten_arrays' order, the values the targets were
-    computed from and the value targets (for explained variance)."""
+    computed from and the value targets, both as returns (for explained variance and the
+    return statistics)."""
 
     data: Minibatch | SequenceMinibatch
     raw_obs: torch.Tensor
@@ -176,6 +193,8 @@ class PPOTrainer:
         self.updates = 0
         # The KL penalty's beta (objective kl-penalty), adapted after every update.
         self.kl_coef = config.kl_penalty_coef
+        # --norm-returns: the value targets' statistics, on the device the targets go to.
+        self.returns_norm = ReturnNormalizer().to(self.device) if config.norm_returns else None
 
     def _learning_rate(self, env_steps: int) -> float:
         cfg = self.config
@@ -198,11 +217,21 @@ class PPOTrainer:
         batch = self._prepare(batches) if batches else None
         samples = 0 if batch is None else len(batch.returns)
         rows = 0 if batch is None else len(batch.data.obs)
+        moments = torch.zeros(3, dtype=torch.float64)
+        if self.returns_norm is not None and batch is not None:
+            moments = ReturnNormalizer.moments(batch.returns)
         if self.group is not None:
-            both = torch.tensor([samples, rows], dtype=torch.float64, device=self.device)
-            samples, rows = (int(x) for x in self.group.sum_(both).tolist())
+            # One collective for the sizes and, with --norm-returns, the targets' moments.
+            sums = torch.cat([torch.tensor([samples, rows], dtype=torch.float64), moments])
+            sums = self.group.sum_(sums.to(self.device)).cpu()
+            samples, rows, moments = int(sums[0]), int(sums[1]), sums[2:]
         if samples == 0:
             raise ValueError("an update needs at least one sample (on some rank)")
+        if self.returns_norm is not None:
+            self.returns_norm.merge_moments(moments)
+            if batch is not None:
+                returns = self.returns_norm.normalize(batch.data.returns)
+                batch = batch._replace(data=batch.data._replace(returns=returns))
         t1 = time.perf_counter()
         lr = self._learning_rate(env_steps)
         history, n_mb = self._sgd(batch, lr, samples=samples, rows=rows)
@@ -249,6 +278,7 @@ class PPOTrainer:
         env sequences, held as rows [E, T, ...]; every other policy on samples [T*N, ...].
         Targets and statistics are computed in flatten_arrays' order either way."""
         cfg, to_device = self.config, self._to_device
+        denorm = None if self.returns_norm is None else self.returns_norm.denormalize
         seq_extra: dict[str, torch.Tensor] = {}
         if self.recurrent:
             seq = sequence_arrays(batches)
@@ -283,10 +313,14 @@ class PPOTrainer:
                 target_logp, values = from_rows(target_logp, batches), from_rows(values, batches)
             advantages, returns = vtrace_targets(
                 batches, target_logp, values, gamma=cfg.gamma,
-                rho_bar=cfg.vtrace_rho_bar, c_bar=cfg.vtrace_c_bar,
+                rho_bar=cfg.vtrace_rho_bar, c_bar=cfg.vtrace_c_bar, denorm=denorm,
             )  # fmt: skip
         else:
-            advantages, returns = gae_targets(batches, gamma=cfg.gamma, lam=cfg.gae_lambda)
+            advantages, returns = gae_targets(
+                batches, gamma=cfg.gamma, lam=cfg.gae_lambda, denorm=denorm
+            )
+        # The value loss compares the head's outputs with the targets: with --norm-returns,
+        # both normalized (old_values as the head gave them; returns in update()).
         fields = {
             "obs": obs,
             "actions": actions,
@@ -296,7 +330,7 @@ class PPOTrainer:
             "returns": to_device(layout(returns)),
         }
         data = SequenceMinibatch(**fields, **seq_extra) if self.recurrent else Minibatch(**fields)
-        return _Prepared(data, raw_obs, values, returns)
+        return _Prepared(data, raw_obs, _as_returns(values, denorm), returns)
 
     def _sgd(
         self, batch: _Prepared | None, lr: float, *, samples: int, rows: int
@@ -512,14 +546,28 @@ class PPOTrainer:
     def get_state(self) -> dict[str, Any]:
         """For a checkpoint: host tensors only, so that it loads anywhere (a checkpoint of
         a GPU learner resumes on a CPU one, and the other way round)."""
-        return {
+        state = {
             "policy": self._host_tensors(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
             "kl_coef": self.kl_coef,
         }
+        if self.returns_norm is not None:
+            state["returns_norm"] = {k: v.cpu() for k, v in self.returns_norm.state_dict().items()}
+        return state
 
     def set_state(self, state: dict[str, Any]) -> None:
+        saved = state.get("returns_norm")
+        if (saved is None) != (self.returns_norm is None):
+            # The value head's outputs mean returns on one scale or the other: a switch
+            # would train it on targets it was never fitted to.
+            made = "without" if saved is None else "with"
+            raise UsageError(
+                f"this checkpoint was trained {made} --norm-returns: resume it with the "
+                f"same setting, or start a new run (another --run-dir)"
+            )
+        if self.returns_norm is not None:
+            self.returns_norm.load_state_dict(saved)
         self.policy.load_state_dict(state["policy"])  # copies into the flat buffer in place
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -95,9 +96,11 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
     for job in jobs:
         argv = " ".join(bench.command(job, Path("/r")))
         assert "--preset atari" in argv and "--total-steps 1000000" in argv
-        assert ("--norm-obs" in argv) == (job.arm == "norm-obs")
-        assert ("--no-norm-obs" in argv) == (job.arm != "norm-obs")  # CleanRL's / 255
-        assert ("--no-clip-vloss" in argv) == (job.arm == "no-clip-vloss")
+        normalized = job.arm.startswith("norm-")
+        assert ("--norm-obs" in argv) == normalized
+        assert ("--no-norm-obs" in argv) == (not normalized)  # CleanRL's / 255
+        assert ("--norm-returns" in argv) == job.arm.startswith("norm-returns")
+        assert ("--no-clip-vloss" in argv) == job.arm.endswith("no-clip-vloss")
     # Curve rows: [env steps, seconds, return, mean of the last 20].
     curve = [[50_000, 1.0, 2.0, 1.5], [120_000, 2.0, 9.0, 4.0], [140_000, 3.0, 9.0, 8.0]]
     assert bench.returns_at(curve, (100_000, 150_000)) == {
@@ -114,3 +117,35 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
     md = bench.render_markdown(doc)
     assert "| breakout | **norm-obs** | median | 3.0 | 5.0 |" in md
     assert "| breakout | cleanrl | 3 | 3.0 | 6.0 |" in md
+
+
+def test_the_device_task_takes_its_flags_last_and_runs_several_at_once(
+    tmp_path: Path, monkeypatch
+) -> None:
+    job = bench.Job("breakout-device", "norm-returns", 2, 3)
+    argv = bench.command(job, Path("/r"), "--device cuda --duration-s 300")
+    assert argv.index("--env-backend") < argv.index("--device") < argv.index("--norm-returns")
+    assert argv[argv.index("--duration-s") + 1] == "300"
+    # --concurrent: the runs overlap (no bench lock), and every one is saved.
+    active, most = [0], [0]
+    gate = threading.Barrier(3, timeout=10)
+
+    def fake_run(job, workdir, lock, timeout_s, *, task_flags, marks):
+        assert lock is None and task_flags == "--device cpu" and marks == (1000,)
+        active[0] += 1
+        most[0] = max(most[0], active[0])
+        gate.wait()  # all three are running at once
+        active[0] -= 1
+        return {"task": job.task, "arm": job.arm, "actors": job.actors, "seed": job.seed,
+                "ok": True, "command_s": 1.0, "return_at": {"1000": float(job.seed)}}  # fmt: skip
+
+    monkeypatch.setattr(bench, "run_job", fake_run)
+    code = bench.main(["breakout-factors", "--tasks", "breakout-device", "--arms",
+                       "norm-returns", "--seeds", "1,2,3", "--concurrent", "3", "--task-flags",
+                       "--device cpu", "--marks", "1000", "--out", str(tmp_path)])  # fmt: skip
+    assert code == 0 and most[0] == 3
+    doc = json.loads((tmp_path / "variants_breakout_factors.json").read_text())
+    assert sorted(r["seed"] for r in doc["runs"]) == [1, 2, 3]
+    md = (tmp_path / "variants_breakout_factors.md").read_text()
+    assert "Up to 3 runs went at once" in md
+    assert "| breakout-device | **norm-returns** | median | 2.0 |" in md

@@ -43,11 +43,14 @@ def _assert_close(group: dict, alone: dict) -> None:
         assert g["charts/samples"] == a["charts/samples"]
 
 
-def test_the_group_update_is_one_learners_update_on_the_concatenated_batch(tmp_path):
+@pytest.mark.parametrize("extra", [{}, {"norm_returns": True}], ids=["plain", "norm-returns"])
+def test_the_group_update_is_one_learners_update_on_the_concatenated_batch(tmp_path, extra):
+    # With --norm-returns the return statistics, too, are the union's on every rank.
+    config = {**ONE_MINIBATCH, **extra}
     plans = [[[1, 2], [5]], [[3], [6, 7]]]  # uneven batches: the gradient is sample-weighted
-    ranks = run_group(plans, ONE_MINIBATCH, tmp_path, free_port())
+    ranks = run_group(plans, config, tmp_path, free_port())
     _assert_ranks_identical(ranks)
-    _assert_close(ranks[0], _alone_on_every_ranks_batches(plans, ONE_MINIBATCH)[0])
+    _assert_close(ranks[0], _alone_on_every_ranks_batches(plans, config)[0])
 
 
 def test_three_ranks_with_shuffled_minibatches_hold_bit_identical_parameters(tmp_path):

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import numpy as np
 import pytest
 import torch
 
+from ppomq.core.errors import UsageError
 from ppomq.core.models import Policy, build_model
-from ppomq.learner.trainer import PPOConfig, PPOTrainer, flatten_batches
+from ppomq.learner.trainer import (
+    PPOConfig,
+    PPOTrainer,
+    flatten_batches,
+    gae_targets,
+    vtrace_targets,
+)
 from ppomq.proto import RolloutBatch
 
 SPEC = {"arch": "mlp", "obs_shape": [3], "action": {"kind": "categorical", "n": 2},
@@ -183,3 +191,88 @@ def test_kl_penalty_coefficient_adapts_after_each_update_and_survives_a_checkpoi
     assert relaxed.kl_coef == 0.5  # far below the target: halved
     clip = PPOTrainer(policy=build_model(SPEC), config=PPOConfig(update_epochs=1))
     assert "charts/kl_coef" not in clip.update([_batch(clip.policy)], 0)
+
+
+def _scaled(batch: RolloutBatch, reward_scale: float) -> RolloutBatch:
+    """`batch` with its rewards scaled and every value the actor gave zero (so the targets
+    scale exactly with the rewards)."""
+    a = dict(batch.arrays)
+    a["rewards"] = a["rewards"] * reward_scale
+    for key in ("values", "final_values", "bootstrap_value"):
+        a[key] = np.zeros_like(a[key])
+    return dataclasses.replace(batch, arrays=a)
+
+
+def _after_one_update(batch: RolloutBatch, **cfg) -> tuple[PPOTrainer, torch.Tensor]:
+    torch.manual_seed(12)
+    trainer = PPOTrainer(
+        policy=build_model(SPEC),
+        config=PPOConfig(update_epochs=3, minibatch_size=32, anneal_lr=False, **cfg),
+    )
+    trainer.update([batch], 0)
+    return trainer, trainer.flat.data.clone()
+
+
+def test_norm_returns_makes_the_update_the_same_whatever_the_reward_scale():
+    torch.manual_seed(12)
+    batch = _batch(build_model(SPEC), seed=31)
+    small, large = _scaled(batch, 1.0), _scaled(batch, 100.0)
+    _, normalized_small = _after_one_update(small, norm_returns=True)
+    trainer, normalized_large = _after_one_update(large, norm_returns=True)
+    torch.testing.assert_close(normalized_small, normalized_large, rtol=1e-4, atol=1e-5)
+    # Without it the value loss grows with the rewards' square and moves the weights apart.
+    _, plain_small = _after_one_update(small)
+    _, plain_large = _after_one_update(large)
+    assert float((plain_small - plain_large).abs().max()) > 1e-2
+    # The statistics are the targets' (zero values: the discounted sums of the rewards).
+    _, returns = gae_targets([large], gamma=0.98, lam=0.8)
+    assert float(trainer.returns_norm.mean) == pytest.approx(returns.mean(), rel=1e-4)
+    assert float(trainer.returns_norm.var) == pytest.approx(returns.var(), rel=1e-4)
+
+
+def test_targets_read_every_actor_value_through_the_denormalization():
+    policy = build_model(SPEC)
+    batch = _batch(policy, seed=32)
+    a = dict(batch.arrays)
+    a["truncated"] = np.zeros_like(a["truncated"])
+    a["truncated"][5, 1] = True  # a time limit: its final value bootstraps the return
+    a["final_values"] = np.full_like(a["final_values"], 0.5)
+    a["bootstrap_value"] = np.full_like(a["bootstrap_value"], -0.25)
+    batch = dataclasses.replace(batch, arrays=a)
+
+    def denorm(v: np.ndarray) -> np.ndarray:
+        return v * 3.0 + 1.0
+
+    mapped = {**a, **{k: denorm(a[k]) for k in ("values", "final_values", "bootstrap_value")}}
+    as_returns = dataclasses.replace(batch, arrays=mapped)
+    adv, ret = gae_targets([batch], gamma=0.9, lam=0.95, denorm=denorm)
+    want_adv, want_ret = gae_targets([as_returns], gamma=0.9, lam=0.95)
+    np.testing.assert_allclose(adv, want_adv, rtol=1e-6)
+    np.testing.assert_allclose(ret, want_ret, rtol=1e-6)
+    logp, values = a["logp"].reshape(-1), a["values"].reshape(-1)
+    kw = dict(gamma=0.9, rho_bar=1.0, c_bar=1.0)
+    got = vtrace_targets([batch], logp, values, denorm=denorm, **kw)
+    want = vtrace_targets([as_returns], logp, denorm(values), **kw)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_return_statistics_survive_a_checkpoint_and_a_switched_setting_is_refused():
+    torch.manual_seed(13)
+    policy = build_model(SPEC)
+    cfg = dict(update_epochs=2, anneal_lr=False)
+    trainer = PPOTrainer(policy=policy, config=PPOConfig(norm_returns=True, **cfg))
+    trainer.update([_batch(policy, seed=33)], 0)
+    buf = io.BytesIO()
+    torch.save(trainer.get_state(), buf)
+    buf.seek(0)
+    state = torch.load(buf, weights_only=False)
+    resumed = PPOTrainer(policy=build_model(SPEC), config=PPOConfig(norm_returns=True, **cfg))
+    resumed.set_state(state)
+    for name, value in trainer.returns_norm.state_dict().items():
+        torch.testing.assert_close(resumed.returns_norm.state_dict()[name], value)
+    with pytest.raises(UsageError, match="trained with --norm-returns"):
+        PPOTrainer(policy=build_model(SPEC), config=PPOConfig(**cfg)).set_state(state)
+    plain = PPOTrainer(policy=build_model(SPEC), config=PPOConfig(**cfg)).get_state()
+    with pytest.raises(UsageError, match="trained without --norm-returns"):
+        resumed.set_state(plain)

@@ -200,6 +200,13 @@ class PPOSettings(SettingsGroup):
     clip_coef: float = Field(0.2, gt=0, description="PPO surrogate clip range.")
     clip_vloss: bool = Field(False, description="Clip the value loss as the policy is clipped.")
     norm_adv: bool = Field(True, description="Normalize advantages per minibatch.")
+    norm_returns: bool = Field(
+        False,
+        description="Train the value head on returns normalized by their running mean and "
+        "std, as Sample Factory's normalize_returns does: the learner denormalizes the "
+        "actors' values for the targets, and keeps the statistics in its checkpoint (a run "
+        "resumes only with the setting it started with).",
+    )
     ent_coef: float = Field(0.0, ge=0, description="Entropy bonus coefficient.")
     vf_coef: float = Field(0.5, ge=0, description="Value loss coefficient.")
     max_grad_norm: float = Field(0.5, gt=0, description="Global gradient-norm clip.")
