@@ -28,14 +28,15 @@ OUT/variants_objective.png.
 
 breakout-factors: what Sample Factory's and SB3's Breakout settings do that CleanRL's do
 not, one at a time, on Breakout (`--preset atari`, its 2-thread learner as
-benchmarks.learning runs it): cleanrl (`--no-norm-obs`: CleanRL's settings, pixels / 255);
-norm-obs (`--norm-obs`, the preset's: each pixel normalized by its running mean and
-variance, Sample Factory's `normalize_input`); no-clip-vloss (CleanRL's settings with
-`--no-clip-vloss`: the value loss unclipped, as SB3's default clip_range_vf None; Sample
-Factory clips normalized values at 1.0); norm-returns (norm-obs with `--norm-returns`: the
-value head learns returns normalized by their running mean and std, Sample Factory's
-`normalize_returns`; the value loss is then clipped at 0.1 in normalized units);
-norm-returns-no-clip-vloss (the same, unclipped). Each run has the
+benchmarks.learning runs it), every arm's three flags given whatever the preset holds:
+cleanrl (`--no-norm-obs --no-norm-returns --clip-vloss`: CleanRL's settings, pixels / 255);
+norm-obs (each pixel normalized by its running mean and variance, Sample Factory's
+`normalize_input`); no-clip-vloss (CleanRL's settings with the value loss unclipped, as
+SB3's default clip_range_vf None; Sample Factory clips normalized values at 1.0);
+norm-returns (norm-obs with `--norm-returns`: the value head learns returns normalized by
+their running mean and std, Sample Factory's `normalize_returns`; the value loss clipped
+at 0.1 in normalized units); norm-returns-no-clip-vloss (the same unclipped: the atari
+preset's). Each run has the
 1M-step run's learning-rate schedule and stops after 660 s (about 160k steps on the 2-core
 machine at 250 SPS), where Sample Factory's own curves are already well ahead; the figures
 are the mean return of the last 20 games at 100k and 150k steps (--marks: others). Task
@@ -117,10 +118,10 @@ STUDIES: dict[str, dict[str, Any]] = {
     "breakout-factors": {
         "tasks": ("breakout",),
         "arms": {
-            "cleanrl": "--no-norm-obs",
-            "norm-obs": "--norm-obs",
-            "no-clip-vloss": "--no-norm-obs --no-clip-vloss",
-            "norm-returns": "--norm-obs --norm-returns",
+            "cleanrl": "--no-norm-obs --no-norm-returns --clip-vloss",
+            "norm-obs": "--norm-obs --no-norm-returns --clip-vloss",
+            "no-clip-vloss": "--no-norm-obs --no-norm-returns --no-clip-vloss",
+            "norm-returns": "--norm-obs --norm-returns --clip-vloss",
             "norm-returns-no-clip-vloss": "--norm-obs --norm-returns --no-clip-vloss",
         },
     },

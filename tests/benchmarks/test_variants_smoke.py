@@ -96,11 +96,15 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
     for job in jobs:
         argv = " ".join(bench.command(job, Path("/r")))
         assert "--preset atari" in argv and "--total-steps 1000000" in argv
-        normalized = job.arm.startswith("norm-")
-        assert ("--norm-obs" in argv) == normalized
-        assert ("--no-norm-obs" in argv) == (not normalized)  # CleanRL's / 255
-        assert ("--norm-returns" in argv) == job.arm.startswith("norm-returns")
-        assert ("--no-clip-vloss" in argv) == job.arm.endswith("no-clip-vloss")
+        # Each arm names all three settings, so the preset's own values do not leak in.
+        on = {
+            "norm-obs": job.arm.startswith("norm-"),
+            "norm-returns": job.arm.startswith("norm-returns"),
+            "clip-vloss": not job.arm.endswith("no-clip-vloss"),
+        }
+        for flag, value in on.items():
+            assert f" --{flag}" in argv or f" --no-{flag}" in argv
+            assert (f" --{flag}" in argv) == value and (f" --no-{flag}" in argv) != value
     # Curve rows: [env steps, seconds, return, mean of the last 20].
     curve = [[50_000, 1.0, 2.0, 1.5], [120_000, 2.0, 9.0, 4.0], [140_000, 3.0, 9.0, 8.0]]
     assert bench.returns_at(curve, (100_000, 150_000)) == {

@@ -105,17 +105,19 @@ def test_a_service_without_presets_ignores_ppomq_preset(monkeypatch):
     load_settings(WeightserverSettings, {})
 
 
-def test_atari_preset_is_cleanrl_ppo_atari_over_two_actors_with_pixels_normalized():
+def test_atari_preset_is_cleanrl_ppo_atari_over_two_actors_with_what_breakout_measured():
     s = load_settings(TrainSettings, {"preset": "atari"})
     cleanrl = dict(
         env_id="BreakoutNoFrameskip-v4", total_steps=10_000_000, learning_rate=2.5e-4,
         anneal_lr=True, gamma=0.99, gae_lambda=0.95, update_epochs=4, clip_coef=0.1,
-        clip_vloss=True, norm_adv=True, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
+        norm_adv=True, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5,
         target_kl=None, norm_reward=False, seed=1,
     )  # fmt: skip
     assert {k: getattr(s, k) for k in cleanrl} == cleanrl
-    # Sample Factory's normalize_input in place of CleanRL's / 255, measured on Breakout.
+    # Sample Factory's normalize_input in place of CleanRL's / 255, and its
+    # normalize_returns with an unclipped value loss, each measured on Breakout.
     assert s.norm_obs is True
+    assert (s.norm_returns, s.clip_vloss) == (True, False)
     assert (s.mode, s.actors, s.num_envs, s.num_steps) == ("async", 2, 4, 128)
     # CleanRL's update: num_envs 8 x num_steps 128 = 1024 samples, 4 minibatches of 256.
     per_update = s.batch_samples or s.actors * s.num_envs * s.num_steps
