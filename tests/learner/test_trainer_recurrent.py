@@ -13,7 +13,7 @@ from ppomq.core.envs import env_seed, make_vector_env, rollout_spec_for
 from ppomq.core.envs.memory import MASKED_CARTPOLE
 from ppomq.core.models import build_model, model_spec_for
 from ppomq.learner.sequences import from_rows, sequence_arrays, to_rows
-from ppomq.learner.trainer import PPOConfig, PPOTrainer, flatten_arrays
+from ppomq.learner.trainer import PPOConfig, PPOTrainer, flatten_arrays, gae_targets
 
 T = 24
 
@@ -152,3 +152,32 @@ def test_updates_lengthen_cartpole_episodes():
         ends.append(len(batch.episodes.lengths))
         trainer.update([batch], 0)
     assert sum(ends[:10]) > 1.5 * sum(ends[-10:]), ends
+
+
+def test_norm_returns_gives_each_sequence_its_own_targets_normalized():
+    torch.manual_seed(4)
+    policy = build_model(_spec())
+    batches = _batches(policy, 2)
+    config = PPOConfig(update_epochs=1, minibatch_size=2 * T, norm_returns=True)
+    trainer = PPOTrainer(policy=policy, config=config)
+    seq = sequence_arrays(batches)
+    row_of = {seq["obs"][i].tobytes(): i for i in range(len(seq["obs"]))}
+    seen = []
+    inner = trainer._gradient
+
+    def spy(mb, **coefs):
+        seen.append(mb)
+        return inner(mb, **coefs)
+
+    trainer._gradient = spy
+    trainer.update(batches, 0)
+    # The actor's values are the head's normalized outputs: as returns, with the
+    # statistics before the update (mean 0, var 1: the values themselves).
+    _, raw = gae_targets(batches, gamma=config.gamma, lam=config.gae_lambda)
+    norm = trainer.returns_norm
+    assert float(norm.mean) == pytest.approx(raw.mean(), rel=1e-4)
+    want = to_rows(norm.normalize(torch.from_numpy(raw)).numpy(), batches)
+    for mb in seen:
+        for i in range(len(mb.obs)):
+            j = row_of[policy.preprocess(mb.obs[i]).numpy().tobytes()]
+            np.testing.assert_allclose(mb.returns[i].numpy(), want[j], rtol=1e-5, atol=1e-6)
