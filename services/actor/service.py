@@ -140,7 +140,9 @@ class ActorLoop:
         self.stop = stop
         self.beat = beat
         self.metrics = ActorMetrics()
-        self.flow = FlowControl(sync=settings.mode == "sync")
+        self.flow = FlowControl(
+            sync=settings.mode == "sync", resend_after_s=settings.resend_after_s
+        )
         self.policy: InferencePolicy | None = None
         self.version = -1
         self.seq = 0  # batches the learner has taken
@@ -171,7 +173,7 @@ class ActorLoop:
         try:
             got = refresh_weights(
                 self.weights, self.version, self.stop, need_new=self.flow.must_wait_for_new,
-                resend_after_s=self.s.resend_after_s, beat=self.beat,
+                resend_after_s=self.flow.resend_after_s, beat=self.beat,
             )  # fmt: skip
         finally:
             self.metrics.add_time("weights", time.perf_counter() - t0)

@@ -47,3 +47,16 @@ def test_a_sync_actor_waits_for_a_new_version_after_every_batch():
     flow.new_version({"batches_per_version": 4})
     flow.sent()
     assert flow.must_wait_for_new
+
+
+def test_the_resend_timeout_is_the_setting_or_twice_the_longest_recent_interval():
+    flow = FlowControl(sync=False, resend_after_s=5.0)
+    assert flow.resend_after_s == 5.0  # no interval seen yet
+    for t in (0.0, 1.0, 2.0):  # versions every second: a learner faster than the setting
+        flow.new_version({}, now=t)
+    assert flow.resend_after_s == 5.0
+    flow.new_version({}, now=6.0)  # one update of 4 s: the learner is slow, not stuck
+    assert flow.resend_after_s == 8.0
+    for t in range(7, 7 + 8):  # eight quick versions later the slow one is forgotten
+        flow.new_version({}, now=float(t))
+    assert flow.resend_after_s == 5.0

@@ -460,9 +460,11 @@ class ActorLoopSettings(SettingsGroup):
     resend_after_s: float = Field(
         5.0,
         gt=0,
-        description="An actor that has waited this long for a newer version sends another "
-        "batch with the one it holds: a learner that lost its batches (a restart, a network "
-        "cut) would otherwise wait for them forever.",
+        description="An actor that has waited this long for a newer version (or twice "
+        "the longest of the last intervals between versions, when that is longer: a slow "
+        "learner is not a stuck one) sends another batch with the one it holds: a learner "
+        "that lost its batches (a restart, a network cut) would otherwise wait for them "
+        "forever.",
     )
 
 
