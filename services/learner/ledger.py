@@ -4,9 +4,10 @@ Per actor id (one actor incarnation): `sent` (the `sent` field of the last heade
 carried one: how many batches the actor had handed to its socket), `received` (messages of
 it that reached the learner: valid ones, and invalid ones whose header names it),
 `accepted` (trained on), `stale` (refused by the staleness gate), `duplicates` (`seq` not
-above its last accepted one), `surplus` (valid, but dropped unread at the door because the
-learner had more queued than it could use: the oldest queued batch makes room for the
-newest), `invalid` (by reason: refused at decode, or a batch from a future version). It
+above its last accepted one), `surplus` (valid, but not needed: dropped unread at the door
+because the learner had more queued than it could use, the oldest queued batch making room
+for the newest; or past its actor's share of a version, admission.py), `invalid` (by
+reason: refused at decode, or a batch from a future version). It
 adds up:
 
     received = accepted + stale + duplicates + surplus + sum(invalid)

@@ -446,6 +446,7 @@ def build_loop(
         door=door,
         seqs=seqs,
         book=book,
+        batches_per_version=1 if s.mode == "sync" else s.batches_per_version,
         clock=receiving,
     )
     return LearnerLoop(

@@ -24,6 +24,10 @@ class StalenessGate:
         self.rejected: Counter[str] = Counter()
         self.ages: Counter[int] = Counter()
 
+    def within(self, learner_version: int, batch_version: int) -> bool:
+        """Whether `admit` would take a batch of `batch_version` (counting nothing)."""
+        return 0 <= batch_age(learner_version, batch_version) <= self.max_staleness
+
     def admit(self, learner_version: int, batch_version: int) -> bool:
         age = batch_age(learner_version, batch_version)
         if age < 0:

@@ -47,15 +47,20 @@ def test_sync_ppo_with_the_adaptive_kl_penalty_trains_and_adapts_its_coefficient
     assert all(c / coefs[0] in {2.0**k for k in range(-40, 41)} for c in coefs)
 
 
-def test_a_learner_slower_than_the_resend_timeout_is_not_sent_batches_twice(tmp_path):
+def test_a_learner_slower_than_the_resend_timeout_trains_each_batch_once_and_fresh(tmp_path):
     # Every update takes longer than --resend-after-s here. Actors that resent after it
     # alone resent about one batch in six (11 and 14 of some 80 in 10k steps), which
     # arrived a version old or were dropped; with the timeout following the intervals
     # between versions, only the waits before any interval was seen resend (2 or 3).
+    # The learner drops a resend whose original arrived (beyond its actor's share of the
+    # version): trained, it kept one batch queued ahead of each fresh one, and every later
+    # batch trained a version or two old (age 0 for 2 of 79 batches, on the old code).
     run_dir = tmp_path / "slow"
-    _train(run_dir, "--resend-after-s", "0.01", "--total-steps", "20000")
+    summary = _train(run_dir, "--resend-after-s", "0.01", "--total-steps", "20000")
     resends = sum(
         log.read_text().count("sending another batch")
         for log in (run_dir / "logs").glob("actor-*.log")
     )
     assert resends <= 8, resends
+    ages = {int(k): v for k, v in summary["policy_age_histogram"].items()}
+    assert ages.get(0, 0) >= 0.9 * sum(ages.values()), ages

@@ -69,7 +69,7 @@ def _setup(tmp_path, redis_url, metrics=None, clock=time.monotonic, **overrides)
 
 def test_one_step_trains_on_admitted_batches_and_publishes_the_next_version(tmp_path, redis_url):
     loop, batches, runner, inference, redis = _setup(tmp_path, redis_url, max_staleness=2)
-    for seq, version in enumerate([2, 5, 4]):  # the first is 3 versions old: stale
+    for seq, version in enumerate([2, 4, 5]):  # the first is 3 versions old: stale
         batches.put(runner.sample(inference, policy_version=version, seq=seq))
     assert loop.step(WarmStop())
     assert loop.run.version == 6
@@ -93,7 +93,8 @@ def test_sync_mode_waits_for_one_current_batch_per_actor(tmp_path, redis_url):
 
 
 def test_checkpoint_holds_what_a_restart_needs(tmp_path, redis_url):
-    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url)
+    # One actor's two batches of one version: within its share of 2.
+    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, batches_per_version=2)
     for seq in range(2):
         batches.put(runner.sample(inference, policy_version=5, seq=seq))
     loop.step(WarmStop())
@@ -253,7 +254,9 @@ def test_a_refused_batch_leaves_its_actors_seq_unchanged(tmp_path, redis_url):
 def test_a_replayed_seq_queued_behind_its_original_is_refused(tmp_path, redis_url):
     """The receiver only checks a seq against accepted ones, so two queued batches of one
     actor can both pass it: the loop's check at acceptance refuses the second."""
-    loop, batches, runner, inference, _ = _setup(tmp_path, redis_url, actors=1)
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=1, batches_per_version=2
+    )
     first = _sample(runner, inference, "a", loop.run.version, 7)
     batches.put(first)
     batches.put(_with(_sample(runner, inference, "a", loop.run.version, 0), seq=7))
