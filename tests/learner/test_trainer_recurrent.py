@@ -103,13 +103,8 @@ def test_vtrace_evaluation_of_sequences_gives_the_actors_logp_and_values():
     np.testing.assert_allclose(from_rows(values, batches), flat["values"], rtol=1e-5, atol=1e-6)
 
 
-def test_minibatches_are_whole_sequences_with_their_own_initial_state():
-    torch.manual_seed(3)
-    policy = build_model(_spec())
-    batches = _batches(policy, 4)  # 12 rows of T steps
-    trainer = PPOTrainer(policy=policy, config=PPOConfig(update_epochs=2, minibatch_size=4 * T))
-    seq = sequence_arrays(batches)
-    row_of = {seq["obs"][i].tobytes(): i for i in range(len(seq["obs"]))}
+def _update_seeing_minibatches(trainer: PPOTrainer, batches: list) -> list:
+    """One update of `trainer` on `batches`; returns every minibatch its steps saw."""
     seen = []
     inner = trainer._gradient
 
@@ -119,6 +114,17 @@ def test_minibatches_are_whole_sequences_with_their_own_initial_state():
 
     trainer._gradient = spy
     trainer.update(batches, 0)
+    return seen
+
+
+def test_minibatches_are_whole_sequences_with_their_own_initial_state():
+    torch.manual_seed(3)
+    policy = build_model(_spec())
+    batches = _batches(policy, 4)  # 12 rows of T steps
+    trainer = PPOTrainer(policy=policy, config=PPOConfig(update_epochs=2, minibatch_size=4 * T))
+    seq = sequence_arrays(batches)
+    row_of = {seq["obs"][i].tobytes(): i for i in range(len(seq["obs"]))}
+    seen = _update_seeing_minibatches(trainer, batches)
     assert len(seen) == 2 * 3  # 12 rows in minibatches of 4 rows, 2 epochs
     for mb in seen:
         assert mb.obs.shape[:2] == (4, T) and mb.state.shape == (4, 2, 8)
@@ -162,15 +168,7 @@ def test_norm_returns_gives_each_sequence_its_own_targets_normalized():
     trainer = PPOTrainer(policy=policy, config=config)
     seq = sequence_arrays(batches)
     row_of = {seq["obs"][i].tobytes(): i for i in range(len(seq["obs"]))}
-    seen = []
-    inner = trainer._gradient
-
-    def spy(mb, **coefs):
-        seen.append(mb)
-        return inner(mb, **coefs)
-
-    trainer._gradient = spy
-    trainer.update(batches, 0)
+    seen = _update_seeing_minibatches(trainer, batches)
     # The actor's values are the head's normalized outputs: as returns, with the
     # statistics before the update (mean 0, var 1: the values themselves).
     _, raw = gae_targets(batches, gamma=config.gamma, lam=config.gae_lambda)
