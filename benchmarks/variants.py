@@ -540,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir.resolve()
     marks = tuple(int(m) for m in learning._csv_list(args.marks)) if args.marks else ()
     concurrent = max(1, args.concurrent)
-    lock = args.lock or None if concurrent == 1 else None
+    lock = (args.lock or None) if concurrent == 1 else None
     saving = threading.Lock()
 
     def one(n: int, job: Job) -> None:

@@ -37,7 +37,7 @@ from ppomq.learner.checkpoint import CKPT_NAME, weights_digest, write_checkpoint
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
 from ppomq.learner.group import LearnerGroup, straggler_quorum
-from ppomq.learner.publisher import Publisher
+from ppomq.learner.publisher import Publisher, batches_per_version
 from ppomq.learner.roster import ReceivingClock
 from ppomq.learner.run_state import RunState
 from ppomq.learner.status import StatusWriter
@@ -98,7 +98,7 @@ class LearnerLoop:
         if group is not None:  # the same total batch, shared by the ranks
             self.update_samples = math.ceil(self.update_samples / group.world_size)
         # What each actor may send per version (published to them: actor_config); 0: any.
-        self.flow = 1 if settings.mode == "sync" else settings.batches_per_version
+        self.flow = batches_per_version(settings)
         self._counts_at = float("-inf")
         self._share_states_after_update = False
         self.agreed_stop = False
@@ -446,7 +446,7 @@ def build_loop(
         door=door,
         seqs=seqs,
         book=book,
-        batches_per_version=1 if s.mode == "sync" else s.batches_per_version,
+        batches_per_version=batches_per_version(s),
         clock=receiving,
     )
     return LearnerLoop(

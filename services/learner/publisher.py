@@ -34,6 +34,12 @@ PUBLISH_RETRY = RedisRetry(first_s=0.1, cap_s=1.0)
 FINISHED_RETRIES = 40
 
 
+def batches_per_version(settings: LearnerSettings) -> int:
+    """Batches an actor may send per version: --batches-per-version (0: any), one in sync
+    mode. Actors follow it through the weights header; admission holds them to it."""
+    return 1 if settings.mode == "sync" else int(settings.batches_per_version)
+
+
 def actor_config(settings: LearnerSettings, learners: list[str] | None = None) -> dict[str, Any]:
     """What actors apply outside the network, published in every weights header: how many
     batches they may send per version (the learner owns the update, so it owns how far
@@ -41,8 +47,10 @@ def actor_config(settings: LearnerSettings, learners: list[str] | None = None) -
     rather than have every batch refused), CleanRL's reward scaling (running std of the
     discounted return, clipped) when --norm-reward, and a learner group's rollout
     endpoints, one per rank (an actor sends to the one its index picks: proto/WEIGHTS.md)."""
-    flow = 1 if settings.mode == "sync" else int(settings.batches_per_version)
-    out: dict[str, Any] = {"batches_per_version": flow, "num_steps": int(settings.num_steps)}
+    out: dict[str, Any] = {
+        "batches_per_version": batches_per_version(settings),
+        "num_steps": int(settings.num_steps),
+    }
     if settings.norm_reward:
         out["reward_norm"] = {"gamma": float(settings.gamma), "clip": 10.0, "epsilon": 1e-8}
     if learners:
