@@ -28,7 +28,7 @@ OUT/variants_objective.png.
 
 breakout-factors: what Sample Factory's and SB3's Breakout settings do that CleanRL's do
 not, one at a time, on Breakout (`--preset atari`, its 2-thread learner as
-benchmarks.learning runs it), every arm's three flags given whatever the preset holds:
+benchmarks.learning runs it), every arm's flags given whatever the preset holds:
 cleanrl (`--no-norm-obs --no-norm-returns --clip-vloss`: CleanRL's settings, pixels / 255);
 norm-obs (each pixel normalized by its running mean and variance, Sample Factory's
 `normalize_input`); no-clip-vloss (CleanRL's settings with the value loss unclipped, as
@@ -36,7 +36,10 @@ SB3's default clip_range_vf None; Sample Factory clips normalized values at 1.0)
 norm-returns (norm-obs with `--norm-returns`: the value head learns returns normalized by
 their running mean and std, Sample Factory's `normalize_returns`; the value loss clipped
 at 0.1 in normalized units); norm-returns-no-clip-vloss (the same unclipped: the atari
-preset's). Each run has the
+preset's); sf-lr-decay (the preset's with Sample Factory's learning-rate decay, whose
+horizon counts frames: `--anneal-lr-steps 4000000` on the 1M-step schedule, ending at 3/4
+of the rate); unshuffled (the preset's with Sample Factory's `shuffle_minibatches` False:
+`--no-shuffle-minibatches`). Every arm names all five settings. Each run has the
 1M-step run's learning-rate schedule and stops after 660 s (about 160k steps on the 2-core
 machine at 250 SPS), where Sample Factory's own curves are already well ahead; the figures
 are the mean return of the last 20 games at 100k and 150k steps (--marks: others). Task
@@ -99,6 +102,10 @@ TASKS: dict[str, dict[str, Any]] = {
         "marks": (100_000, 200_000, 300_000, 400_000),
     },
 }
+# Breakout: CleanRL's learning-rate schedule (to 0 at --total-steps) and shuffled
+# minibatches; the atari preset's normalized pixels and value targets, value loss unclipped.
+_CLEANRL_SGD = "--anneal-lr-steps 0 --shuffle-minibatches"
+_NORMALIZED = "--norm-obs --norm-returns --no-clip-vloss"
 STUDIES: dict[str, dict[str, Any]] = {
     "run-ahead": {
         "tasks": ("cartpole", "acrobot", "halfcheetah"),
@@ -117,12 +124,18 @@ STUDIES: dict[str, dict[str, Any]] = {
     },
     "breakout-factors": {
         "tasks": ("breakout",),
+        # Every arm names all five settings the study varies, so that none takes the
+        # preset's value; the last two are CleanRL's unless the arm is about them.
         "arms": {
-            "cleanrl": "--no-norm-obs --no-norm-returns --clip-vloss",
-            "norm-obs": "--norm-obs --no-norm-returns --clip-vloss",
-            "no-clip-vloss": "--no-norm-obs --no-norm-returns --no-clip-vloss",
-            "norm-returns": "--norm-obs --norm-returns --clip-vloss",
-            "norm-returns-no-clip-vloss": "--norm-obs --norm-returns --no-clip-vloss",
+            "cleanrl": f"--no-norm-obs --no-norm-returns --clip-vloss {_CLEANRL_SGD}",
+            "norm-obs": f"--norm-obs --no-norm-returns --clip-vloss {_CLEANRL_SGD}",
+            "no-clip-vloss": f"--no-norm-obs --no-norm-returns --no-clip-vloss {_CLEANRL_SGD}",
+            "norm-returns": f"--norm-obs --norm-returns --clip-vloss {_CLEANRL_SGD}",
+            "norm-returns-no-clip-vloss": f"{_NORMALIZED} {_CLEANRL_SGD}",
+            # Sample Factory's linear_decay on the 1M-step runs: its horizon counts frames,
+            # 4x the agent steps, so the rate ends at 3/4 of its start.
+            "sf-lr-decay": f"{_NORMALIZED} --anneal-lr-steps 4000000 --shuffle-minibatches",
+            "unshuffled": f"{_NORMALIZED} --anneal-lr-steps 0 --no-shuffle-minibatches",
         },
     },
 }

@@ -19,7 +19,8 @@
 #
 # Settings (environment): OUT (required), QUICK=1 (one short run per arm on the CPU), PY
 # (python3), WHEELS (.device-wheels-atari), BUDGET_S (430: the whole script's time), ARMS
-# (norm-obs,norm-returns,norm-returns-no-clip-vloss), SEEDS (1,2,3), DURATION_S (330),
+# (norm-returns-no-clip-vloss,sf-lr-decay,unshuffled: the preset's against Sample Factory's
+# learning-rate decay and its unshuffled minibatches), SEEDS (1,2,3), DURATION_S (330),
 # WORK (/tmp/bf-work), FARM=1 (import the checkout through /tmp/ppomq-pkg even where ppomq
 # is installed).
 set -uo pipefail
@@ -33,7 +34,7 @@ OUT=${OUT:-}
 source "$REPO/benchmarks/device/common.sh"
 : "${OUT:?OUT: the folder for the results}"
 
-ARMS=${ARMS:-norm-obs,norm-returns,norm-returns-no-clip-vloss}
+ARMS=${ARMS:-norm-returns-no-clip-vloss,sf-lr-decay,unshuffled}
 if [[ "$QUICK" == 1 ]]; then
   SEEDS=${SEEDS:-1}; DURATION_S=${DURATION_S:-40}; DEVICE=cpu; MARKS=2000,4000
 else

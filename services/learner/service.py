@@ -177,10 +177,10 @@ def _serve_in(
     # rather than exit 4 and crash-loop.
     redis = wait_for_redis(settings.redis_url)
     store = WeightStore(redis, settings.run_id, keep_versions=settings.keep_versions)
-    if settings.anneal_lr and not settings.total_steps:
+    if settings.anneal_lr and not (settings.anneal_lr_steps or settings.total_steps):
         log.warning(
-            "learning-rate annealing is off: it anneals to 0 at --total-steps, which is 0 "
-            "(no limit); set --total-steps for a finite run, or --no-anneal-lr"
+            "learning-rate annealing is off: it anneals to 0 at --anneal-lr-steps or else "
+            "--total-steps, and both are 0 (no limit); set either, or --no-anneal-lr"
         )
     run_dir = Path(settings.run_dir)
     start = choose_start(run_dir, store, recover=settings.recover)

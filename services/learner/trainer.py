@@ -39,9 +39,11 @@ class PPOConfig:
     vtrace_c_bar: float = 1.0
     learning_rate: float = 1e-3
     anneal_lr: bool = True
+    anneal_lr_steps: int = 0
     total_steps: int = 0
     update_epochs: int = 20
     minibatch_size: int = 256
+    shuffle_minibatches: bool = True
     clip_coef: float = 0.2
     clip_vloss: bool = False
     norm_adv: bool = True
@@ -73,6 +75,17 @@ def flatten_arrays(batches: list[RolloutBatch]) -> dict[str, np.ndarray]:
         )
         for key in ("obs", "actions", "logp", "values")
     }
+
+
+def rollout_order(batches: list[RolloutBatch]) -> np.ndarray:
+    """Indices that put flatten_arrays' rows (time-major within each batch) in rollout
+    order: batch after batch, env after env, each env's steps in time order."""
+    parts, offset = [], 0
+    for b in batches:
+        steps = b.num_steps * b.num_envs
+        parts.append(offset + np.arange(steps).reshape(b.num_steps, b.num_envs).T.reshape(-1))
+        offset += steps
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 # Maps the value head's outputs to returns (ReturnNormalizer.denormalize); None: they are.
@@ -199,8 +212,9 @@ class PPOTrainer:
     def _learning_rate(self, env_steps: int) -> float:
         cfg = self.config
         lr = cfg.learning_rate
-        if cfg.anneal_lr and cfg.total_steps > 0:
-            lr *= max(0.0, 1.0 - env_steps / cfg.total_steps)
+        horizon = cfg.anneal_lr_steps or cfg.total_steps
+        if cfg.anneal_lr and horizon > 0:
+            lr *= max(0.0, 1.0 - env_steps / horizon)
             lr = max(lr, cfg.learning_rate * 1e-3)  # never exactly 0: a run may go past
         return lr
 
@@ -329,7 +343,15 @@ class PPOTrainer:
             "advantages": to_device(layout(advantages)),
             "returns": to_device(layout(returns)),
         }
-        data = SequenceMinibatch(**fields, **seq_extra) if self.recurrent else Minibatch(**fields)
+        if self.recurrent:
+            data: Minibatch | SequenceMinibatch = SequenceMinibatch(**fields, **seq_extra)
+        else:
+            data = Minibatch(**fields)
+            if not cfg.shuffle_minibatches:
+                # Fixed minibatches are contiguous slices: in rollout order each holds a few
+                # envs' whole rollouts, as Sample Factory's do (rows are already sequences).
+                order = torch.from_numpy(rollout_order(batches)).to(self.device)
+                data = Minibatch(*(t[order] for t in data))
         return _Prepared(data, raw_obs, _as_returns(values, denorm), returns)
 
     def _sgd(
@@ -355,9 +377,10 @@ class PPOTrainer:
         history: list[PPOLossStats] = []
         for _epoch in range(cfg.update_epochs):
             # One gather per array per epoch, then contiguous slices; a single minibatch
-            # needs no shuffling at all (its gradient does not depend on sample order).
+            # needs no shuffling at all (its gradient does not depend on sample order), and
+            # --no-shuffle-minibatches takes the same slices every epoch.
             shuffled = data
-            if n_mb > 1:
+            if n_mb > 1 and cfg.shuffle_minibatches:
                 perm = torch.randperm(size, device=self.device)
                 shuffled = type(data)(*(t[perm] for t in data))
             for mb in zip(*(torch.split(t, bounds) for t in shuffled), strict=True):
@@ -392,7 +415,9 @@ class PPOTrainer:
         size = 0 if data is None else len(data.obs)
         bounds = [size // n_mb + (i < size % n_mb) for i in range(n_mb)]
         perms = [
-            torch.randperm(size, device=self.device) if n_mb > 1 and size else None
+            torch.randperm(size, device=self.device)
+            if n_mb > 1 and size and cfg.shuffle_minibatches
+            else None
             for _ in range(cfg.update_epochs)
         ]
         adv_stats = self._group_advantage_stats(data, perms, bounds) if cfg.norm_adv else None

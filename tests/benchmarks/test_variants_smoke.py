@@ -90,21 +90,32 @@ def test_a_task_without_a_target_reports_no_steps_to_target() -> None:
     assert rows["runahead-vtrace"]["command_s_vs_baseline"] == 1.0
 
 
+# Each arm's (norm-obs, norm-returns, clip-vloss, anneal-lr-steps, shuffle-minibatches).
+BREAKOUT_ARMS = {
+    "cleanrl": (False, False, True, 0, True),
+    "norm-obs": (True, False, True, 0, True),
+    "no-clip-vloss": (False, False, False, 0, True),
+    "norm-returns": (True, True, True, 0, True),
+    "norm-returns-no-clip-vloss": (True, True, False, 0, True),
+    "sf-lr-decay": (True, True, False, 4_000_000, True),
+    "unshuffled": (True, True, False, 0, False),
+}
+
+
 def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -> None:
     arms = list(bench.STUDIES["breakout-factors"]["arms"])
+    assert arms == list(BREAKOUT_ARMS)
     jobs = bench.plan(["breakout"], arms, [1, 2], scan=False)
     for job in jobs:
         argv = " ".join(bench.command(job, Path("/r")))
         assert "--preset atari" in argv and "--total-steps 1000000" in argv
-        # Each arm names all three settings, so the preset's own values do not leak in.
-        on = {
-            "norm-obs": job.arm.startswith("norm-"),
-            "norm-returns": job.arm.startswith("norm-returns"),
-            "clip-vloss": not job.arm.endswith("no-clip-vloss"),
-        }
+        # Each arm names all five settings, so the preset's own values do not leak in.
+        norm_obs, norm_returns, clip_vloss, horizon, shuffle = BREAKOUT_ARMS[job.arm]
+        on = {"norm-obs": norm_obs, "norm-returns": norm_returns, "clip-vloss": clip_vloss,
+              "shuffle-minibatches": shuffle}  # fmt: skip
         for flag, value in on.items():
-            assert f" --{flag}" in argv or f" --no-{flag}" in argv
             assert (f" --{flag}" in argv) == value and (f" --no-{flag}" in argv) != value
+        assert argv.count("--anneal-lr-steps") == 1 and f"--anneal-lr-steps {horizon} " in argv
     # Curve rows: [env steps, seconds, return, mean of the last 20].
     curve = [[50_000, 1.0, 2.0, 1.5], [120_000, 2.0, 9.0, 4.0], [140_000, 3.0, 9.0, 8.0]]
     assert bench.returns_at(curve, (100_000, 150_000)) == {

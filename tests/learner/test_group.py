@@ -53,9 +53,10 @@ def test_the_group_update_is_one_learners_update_on_the_concatenated_batch(tmp_p
     _assert_close(ranks[0], _alone_on_every_ranks_batches(plans, config)[0])
 
 
-def test_three_ranks_with_shuffled_minibatches_hold_bit_identical_parameters(tmp_path):
+@pytest.mark.parametrize("shuffle", [True, False], ids=["shuffled", "unshuffled"])
+def test_three_ranks_with_several_minibatches_hold_bit_identical_parameters(tmp_path, shuffle):
     config = dict(anneal_lr=False, learning_rate=3e-3, update_epochs=3, minibatch_size=32,
-                  objective="kl-penalty", target_kl=0.5)  # fmt: skip
+                  objective="kl-penalty", target_kl=0.5, shuffle_minibatches=shuffle)  # fmt: skip
     plans = [[[1], [4, 5]], [[2, 3], [6]], [[7], [8]]]
     ranks = run_group(plans, config, tmp_path, free_port())
     _assert_ranks_identical(ranks)

@@ -16,6 +16,7 @@ from ppomq.learner.trainer import (
     PPOTrainer,
     flatten_batches,
     gae_targets,
+    rollout_order,
     vtrace_targets,
 )
 from ppomq.proto import RolloutBatch
@@ -83,6 +84,70 @@ def test_learning_rate_anneals_toward_zero_with_env_steps():
     trainer = PPOTrainer(policy=policy, config=cfg)
     assert trainer.update([_batch(policy)], 0)["charts/learning_rate"] == 1e-3
     assert trainer.update([_batch(policy)], 500)["charts/learning_rate"] == 5e-4
+
+
+def test_learning_rate_reaches_zero_at_anneal_lr_steps_when_set():
+    """Sample Factory's Atari schedule: a horizon 4x the run's steps ends it at 3/4."""
+    policy = build_model(SPEC)
+    cfg = PPOConfig(learning_rate=1e-3, total_steps=1000, anneal_lr_steps=4000, update_epochs=1)
+    trainer = PPOTrainer(policy=policy, config=cfg)
+    assert trainer.update([_batch(policy)], 1000)["charts/learning_rate"] == pytest.approx(7.5e-4)
+    open_ended = PPOTrainer(policy=policy, config=dataclasses.replace(cfg, total_steps=0))
+    assert open_ended.update([_batch(policy)], 2000)["charts/learning_rate"] == 5e-4
+
+
+def test_rollout_order_puts_each_envs_steps_together_batch_by_batch():
+    policy = build_model(SPEC)
+    batches = [_batch(policy, t=2, n=3), _batch(policy, t=3, n=2)]
+    # Batch 0 rows: t*3 + e; batch 1 rows: 6 + t*2 + e.
+    np.testing.assert_array_equal(rollout_order(batches), [0, 3, 1, 4, 2, 5, 6, 8, 10, 7, 9, 11])
+
+
+def _coded_batch(policy: Policy, batch_id: int, t: int, n: int) -> RolloutBatch:
+    """A batch whose observation at (step, env) is (batch_id, step, env)."""
+    batch = _batch(policy, t=t, n=n, seed=batch_id)
+    steps, envs = np.meshgrid(np.arange(t), np.arange(n), indexing="ij")
+    batch.arrays["obs"] = np.stack([np.full((t, n), batch_id), steps, envs], axis=-1).astype(
+        np.float32
+    )
+    return batch
+
+
+def _minibatch_obs(shuffle: bool) -> list[np.ndarray]:
+    """The observations of every minibatch step of one update (3 epochs of 4 minibatches
+    over two batches of 8 steps x 4 envs), as (batch, step, env) rows."""
+    torch.manual_seed(0)
+    policy = build_model(SPEC)
+    cfg = PPOConfig(update_epochs=3, minibatch_size=16, anneal_lr=False,
+                    shuffle_minibatches=shuffle)  # fmt: skip
+    trainer = PPOTrainer(policy=policy, config=cfg)
+    seen: list[np.ndarray] = []
+    inner = trainer._gradient
+
+    def spy(mb, **coefs):
+        seen.append(mb.obs.numpy().astype(int))
+        return inner(mb, **coefs)
+
+    trainer._gradient = spy
+    trainer.update([_coded_batch(policy, b, t=8, n=4) for b in range(2)], 0)
+    return seen
+
+
+def test_unshuffled_minibatches_are_whole_env_rollouts_the_same_every_epoch():
+    seen = _minibatch_obs(shuffle=False)
+    assert len(seen) == 12
+    for j, mb in enumerate(seen[:4]):
+        batch_id, first_env = divmod(2 * j, 4)
+        expected = [(batch_id, t, e) for e in (first_env, first_env + 1) for t in range(8)]
+        np.testing.assert_array_equal(mb, expected)
+    for epoch in (1, 2):
+        for j in range(4):
+            np.testing.assert_array_equal(seen[4 * epoch + j], seen[j])
+
+
+def test_shuffled_minibatches_differ_from_epoch_to_epoch():
+    seen = _minibatch_obs(shuffle=True)
+    assert not all(np.array_equal(seen[4 + j], seen[j]) for j in range(4))
 
 
 def test_state_round_trip_restores_policy_and_optimizer():

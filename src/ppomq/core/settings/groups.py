@@ -187,8 +187,16 @@ class PPOSettings(SettingsGroup):
     learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate.")
     anneal_lr: bool = Field(
         True,
-        description="Anneal the learning rate to 0 at --total-steps (off when it is 0: the "
-        "learner says so in one warning line).",
+        description="Anneal the learning rate linearly to 0 at --anneal-lr-steps (off when "
+        "that and --total-steps are 0: the learner says so in one warning line).",
+    )
+    anneal_lr_steps: int = Field(
+        0,
+        ge=0,
+        description="Env steps at which the annealed learning rate reaches 0; 0: "
+        "--total-steps. A horizon past the run's end decays it only part of the way, as "
+        "Sample Factory's linear_decay does on Atari (its horizon counts frames: 4x the "
+        "agent steps).",
     )
     update_epochs: int = Field(20, ge=1, description="Passes over each batch per update.")
     minibatch_size: int = Field(
@@ -196,6 +204,12 @@ class PPOSettings(SettingsGroup):
         ge=0,
         description="Samples per SGD step; each epoch splits the update's batch into "
         "near-equal minibatches of about this size. 0: the whole batch in one step.",
+    )
+    shuffle_minibatches: bool = Field(
+        True,
+        description="Draw each epoch's minibatches at random. Off: every epoch takes the same "
+        "contiguous slices, each a few envs' whole rollouts (a recurrent policy's: a few "
+        "whole sequences), as Sample Factory's shuffle_minibatches False does.",
     )
     clip_coef: float = Field(0.2, gt=0, description="PPO surrogate clip range.")
     clip_vloss: bool = Field(False, description="Clip the value loss as the policy is clipped.")
