@@ -87,6 +87,27 @@ def test_the_network_is_cleanrls_ppo_atari_agent():
     torch.testing.assert_close(value, ref_value.squeeze(-1), rtol=1e-6, atol=1e-6)
 
 
+def test_the_channels_last_trunk_computes_what_an_nchw_one_does():
+    """The CPU layout changes the kernels, not the function: features and gradients match
+    plain NCHW convolutions to float rounding."""
+    torch.manual_seed(0)
+    model = build_model(SPEC)
+    obs = torch.from_numpy(_obs(5))
+    features = model.features(obs)
+    features.square().sum().backward()
+    grads = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    model.zero_grad()
+    x = obs.float() / 255.0  # NCHW contiguous throughout
+    for conv in model.conv:
+        x = torch.relu(conv(x))
+    nchw = torch.relu(model.fc(x.flatten(1)))
+    nchw.square().sum().backward()
+    torch.testing.assert_close(features, nchw, rtol=1e-5, atol=1e-5)
+    nchw_grads = [p.grad for p in model.parameters() if p.grad is not None]
+    for g, want in zip(grads, nchw_grads, strict=True):
+        torch.testing.assert_close(g, want, rtol=1e-4, atol=1e-4)
+
+
 def test_pixels_are_scaled_inside_the_model():
     torch.manual_seed(0)
     model = build_model(SPEC)
@@ -95,6 +116,7 @@ def test_pixels_are_scaled_inside_the_model():
         from_uint8 = model(torch.from_numpy(obs))[1]
         from_float = model(torch.from_numpy(obs).float())[1]  # raw 0..255 values as floats
         x = torch.from_numpy(obs).float() / 255.0
+        x = x.contiguous(memory_format=torch.channels_last)  # the model's layout on a CPU
         for conv in model.conv:
             x = torch.relu(conv(x))
         by_hand = model.v(torch.relu(model.fc(x.flatten(1)))).squeeze(-1)

@@ -112,6 +112,10 @@ class NatureCNN(ActorCritic):
     def features(self, obs: Tensor) -> Tensor:
         """The shared trunk: raw pixels [B, C, H, W] -> features [B, 512]."""
         x = pixels_in(obs, self.obs_norm, self.fc.weight.dtype)
+        if x.device.type == "cpu":
+            # oneDNN's convolutions, the learner's backward above all, run faster on
+            # channels-last input (benchmarks/results/cnn_update.md); the weights stay NCHW.
+            x = x.contiguous(memory_format=torch.channels_last)
         for conv in self.conv:
             x = torch.relu(conv(x))
         return torch.relu(self.fc(x.flatten(1)))
