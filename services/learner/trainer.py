@@ -85,7 +85,7 @@ def rollout_order(batches: list[RolloutBatch]) -> np.ndarray:
         steps = b.num_steps * b.num_envs
         parts.append(offset + np.arange(steps).reshape(b.num_steps, b.num_envs).T.reshape(-1))
         offset += steps
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return np.concatenate(parts)
 
 
 # Maps the value head's outputs to returns (ReturnNormalizer.denormalize); None: they are.
