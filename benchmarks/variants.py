@@ -39,7 +39,10 @@ at 0.1 in normalized units); norm-returns-no-clip-vloss (the same unclipped: the
 preset's); sf-lr-decay (the preset's with Sample Factory's learning-rate decay, whose
 horizon counts frames: `--anneal-lr-steps 4000000` on the 1M-step schedule, ending at 3/4
 of the rate); unshuffled (the preset's with Sample Factory's `shuffle_minibatches` False:
-`--no-shuffle-minibatches`). Every arm names all five settings. Each run has the
+`--no-shuffle-minibatches`); sf-value-weight (the preset's with Sample Factory's weight on
+the value loss, twice CleanRL's: `--vf-coef 1.0`, as its loss is value_loss_coeff 0.5 times
+the squared error where CleanRL's is vf_coef 0.5 times half of it). Every arm names all six
+settings. Each run has the
 1M-step run's learning-rate schedule and stops after 660 s (about 160k steps on the 2-core
 machine at 250 SPS), where Sample Factory's own curves are already well ahead; the figures
 are the mean return of the last 20 games at 100k and 150k steps (--marks: others). Task
@@ -102,9 +105,10 @@ TASKS: dict[str, dict[str, Any]] = {
         "marks": (100_000, 200_000, 300_000, 400_000),
     },
 }
-# Breakout: CleanRL's learning-rate schedule (to 0 at --total-steps) and shuffled
-# minibatches; the atari preset's normalized pixels and value targets, value loss unclipped.
-_CLEANRL_SGD = "--anneal-lr-steps 0 --shuffle-minibatches"
+# Breakout: CleanRL's learning-rate schedule (to 0 at --total-steps), shuffled minibatches
+# and value-loss weight; the atari preset's normalized pixels and value targets, value loss
+# unclipped.
+_CLEANRL_SGD = "--anneal-lr-steps 0 --shuffle-minibatches --vf-coef 0.5"
 _NORMALIZED = "--norm-obs --norm-returns --no-clip-vloss"
 STUDIES: dict[str, dict[str, Any]] = {
     "run-ahead": {
@@ -124,8 +128,8 @@ STUDIES: dict[str, dict[str, Any]] = {
     },
     "breakout-factors": {
         "tasks": ("breakout",),
-        # Every arm names all five settings the study varies, so that none takes the
-        # preset's value; the last two are CleanRL's unless the arm is about them.
+        # Every arm names all six settings the study varies, so that none takes the
+        # preset's value; the last three are CleanRL's unless the arm is about them.
         "arms": {
             "cleanrl": f"--no-norm-obs --no-norm-returns --clip-vloss {_CLEANRL_SGD}",
             "norm-obs": f"--norm-obs --no-norm-returns --clip-vloss {_CLEANRL_SGD}",
@@ -134,8 +138,14 @@ STUDIES: dict[str, dict[str, Any]] = {
             "norm-returns-no-clip-vloss": f"{_NORMALIZED} {_CLEANRL_SGD}",
             # Sample Factory's linear_decay on the 1M-step runs: its horizon counts frames,
             # 4x the agent steps, so the rate ends at 3/4 of its start.
-            "sf-lr-decay": f"{_NORMALIZED} --anneal-lr-steps 4000000 --shuffle-minibatches",
-            "unshuffled": f"{_NORMALIZED} --anneal-lr-steps 0 --no-shuffle-minibatches",
+            "sf-lr-decay": f"{_NORMALIZED} --anneal-lr-steps 4000000 --shuffle-minibatches "
+            "--vf-coef 0.5",
+            "unshuffled": f"{_NORMALIZED} --anneal-lr-steps 0 --no-shuffle-minibatches "
+            "--vf-coef 0.5",
+            # Sample Factory's value loss is value_loss_coeff (0.5) x the squared error;
+            # CleanRL's is vf_coef (0.5) x half of it. --vf-coef 1.0 is Sample Factory's.
+            "sf-value-weight": f"{_NORMALIZED} --anneal-lr-steps 0 --shuffle-minibatches "
+            "--vf-coef 1.0",
         },
     },
 }

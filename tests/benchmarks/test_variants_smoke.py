@@ -90,15 +90,17 @@ def test_a_task_without_a_target_reports_no_steps_to_target() -> None:
     assert rows["runahead-vtrace"]["command_s_vs_baseline"] == 1.0
 
 
-# Each arm's (norm-obs, norm-returns, clip-vloss, anneal-lr-steps, shuffle-minibatches).
+# Each arm's (norm-obs, norm-returns, clip-vloss, anneal-lr-steps, shuffle-minibatches,
+# vf-coef).
 BREAKOUT_ARMS = {
-    "cleanrl": (False, False, True, 0, True),
-    "norm-obs": (True, False, True, 0, True),
-    "no-clip-vloss": (False, False, False, 0, True),
-    "norm-returns": (True, True, True, 0, True),
-    "norm-returns-no-clip-vloss": (True, True, False, 0, True),
-    "sf-lr-decay": (True, True, False, 4_000_000, True),
-    "unshuffled": (True, True, False, 0, False),
+    "cleanrl": (False, False, True, 0, True, 0.5),
+    "norm-obs": (True, False, True, 0, True, 0.5),
+    "no-clip-vloss": (False, False, False, 0, True, 0.5),
+    "norm-returns": (True, True, True, 0, True, 0.5),
+    "norm-returns-no-clip-vloss": (True, True, False, 0, True, 0.5),
+    "sf-lr-decay": (True, True, False, 4_000_000, True, 0.5),
+    "unshuffled": (True, True, False, 0, False, 0.5),
+    "sf-value-weight": (True, True, False, 0, True, 1.0),
 }
 
 
@@ -109,13 +111,14 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
     for job in jobs:
         argv = " ".join(bench.command(job, Path("/r")))
         assert "--preset atari" in argv and "--total-steps 1000000" in argv
-        # Each arm names all five settings, so the preset's own values do not leak in.
-        norm_obs, norm_returns, clip_vloss, horizon, shuffle = BREAKOUT_ARMS[job.arm]
+        # Each arm names all six settings, so the preset's own values do not leak in.
+        norm_obs, norm_returns, clip_vloss, horizon, shuffle, vf_coef = BREAKOUT_ARMS[job.arm]
         on = {"norm-obs": norm_obs, "norm-returns": norm_returns, "clip-vloss": clip_vloss,
               "shuffle-minibatches": shuffle}  # fmt: skip
         for flag, value in on.items():
             assert (f" --{flag}" in argv) == value and (f" --no-{flag}" in argv) != value
         assert argv.count("--anneal-lr-steps") == 1 and f"--anneal-lr-steps {horizon} " in argv
+        assert argv.count("--vf-coef") == 1 and f"--vf-coef {vf_coef} " in argv
     # Curve rows: [env steps, seconds, return, mean of the last 20].
     curve = [[50_000, 1.0, 2.0, 1.5], [120_000, 2.0, 9.0, 4.0], [140_000, 3.0, 9.0, 8.0]]
     assert bench.returns_at(curve, (100_000, 150_000)) == {
