@@ -105,10 +105,17 @@ TASKS: dict[str, dict[str, Any]] = {
         "marks": (100_000, 200_000, 300_000, 400_000),
     },
 }
-# Breakout: CleanRL's learning-rate schedule (to 0 at --total-steps), shuffled minibatches
-# and value-loss weight; the atari preset's normalized pixels and value targets, value loss
-# unclipped.
-_CLEANRL_SGD = "--anneal-lr-steps 0 --shuffle-minibatches --vf-coef 0.5"
+
+
+def _update_flags(*, anneal_lr_steps: int = 0, shuffle: bool = True, vf_coef: float = 0.5) -> str:
+    """A Breakout arm's learning-rate horizon, minibatch order and value-loss weight; the
+    defaults are CleanRL's (annealed to 0 at --total-steps, shuffled, vf_coef 0.5)."""
+    order = "--shuffle-minibatches" if shuffle else "--no-shuffle-minibatches"
+    return f"--anneal-lr-steps {anneal_lr_steps} {order} --vf-coef {vf_coef}"
+
+
+_CLEANRL_UPDATE = _update_flags()
+# The atari preset's normalized pixels and value targets, value loss unclipped.
 _NORMALIZED = "--norm-obs --norm-returns --no-clip-vloss"
 STUDIES: dict[str, dict[str, Any]] = {
     "run-ahead": {
@@ -131,21 +138,18 @@ STUDIES: dict[str, dict[str, Any]] = {
         # Every arm names all six settings the study varies, so that none takes the
         # preset's value; the last three are CleanRL's unless the arm is about them.
         "arms": {
-            "cleanrl": f"--no-norm-obs --no-norm-returns --clip-vloss {_CLEANRL_SGD}",
-            "norm-obs": f"--norm-obs --no-norm-returns --clip-vloss {_CLEANRL_SGD}",
-            "no-clip-vloss": f"--no-norm-obs --no-norm-returns --no-clip-vloss {_CLEANRL_SGD}",
-            "norm-returns": f"--norm-obs --norm-returns --clip-vloss {_CLEANRL_SGD}",
-            "norm-returns-no-clip-vloss": f"{_NORMALIZED} {_CLEANRL_SGD}",
+            "cleanrl": f"--no-norm-obs --no-norm-returns --clip-vloss {_CLEANRL_UPDATE}",
+            "norm-obs": f"--norm-obs --no-norm-returns --clip-vloss {_CLEANRL_UPDATE}",
+            "no-clip-vloss": f"--no-norm-obs --no-norm-returns --no-clip-vloss {_CLEANRL_UPDATE}",
+            "norm-returns": f"--norm-obs --norm-returns --clip-vloss {_CLEANRL_UPDATE}",
+            "norm-returns-no-clip-vloss": f"{_NORMALIZED} {_CLEANRL_UPDATE}",
             # Sample Factory's linear_decay on the 1M-step runs: its horizon counts frames,
             # 4x the agent steps, so the rate ends at 3/4 of its start.
-            "sf-lr-decay": f"{_NORMALIZED} --anneal-lr-steps 4000000 --shuffle-minibatches "
-            "--vf-coef 0.5",
-            "unshuffled": f"{_NORMALIZED} --anneal-lr-steps 0 --no-shuffle-minibatches "
-            "--vf-coef 0.5",
+            "sf-lr-decay": f"{_NORMALIZED} {_update_flags(anneal_lr_steps=4_000_000)}",
+            "unshuffled": f"{_NORMALIZED} {_update_flags(shuffle=False)}",
             # Sample Factory's value loss is value_loss_coeff (0.5) x the squared error;
             # CleanRL's is vf_coef (0.5) x half of it. --vf-coef 1.0 is Sample Factory's.
-            "sf-value-weight": f"{_NORMALIZED} --anneal-lr-steps 0 --shuffle-minibatches "
-            "--vf-coef 1.0",
+            "sf-value-weight": f"{_NORMALIZED} {_update_flags(vf_coef=1.0)}",
         },
     },
 }
