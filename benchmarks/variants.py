@@ -41,8 +41,9 @@ horizon counts frames: `--anneal-lr-steps 4000000` on the 1M-step schedule, endi
 of the rate); unshuffled (the preset's with Sample Factory's `shuffle_minibatches` False:
 `--no-shuffle-minibatches`); sf-value-weight (the preset's with Sample Factory's weight on
 the value loss, twice CleanRL's: `--vf-coef 1.0`, as its loss is value_loss_coeff 0.5 times
-the squared error where CleanRL's is vf_coef 0.5 times half of it). Every arm names all six
-settings. Each run has the
+the squared error where CleanRL's is vf_coef 0.5 times half of it); sf-init (the preset's
+with Sample Factory's initial weights, orthogonal with gain 1 on every layer: `--init
+unit`). Every arm names all seven settings. Each run has the
 1M-step run's learning-rate schedule and stops after 660 s (about 160k steps on the 2-core
 machine at 250 SPS), where Sample Factory's own curves are already well ahead; the figures
 are the mean return of the last 20 games at 100k and 150k steps (--marks: others). Task
@@ -107,11 +108,14 @@ TASKS: dict[str, dict[str, Any]] = {
 }
 
 
-def _update_flags(*, anneal_lr_steps: int = 0, shuffle: bool = True, vf_coef: float = 0.5) -> str:
-    """A Breakout arm's learning-rate horizon, minibatch order and value-loss weight; the
-    defaults are CleanRL's (annealed to 0 at --total-steps, shuffled, vf_coef 0.5)."""
+def _update_flags(
+    *, anneal_lr_steps: int = 0, shuffle: bool = True, vf_coef: float = 0.5, init: str = "cleanrl"
+) -> str:
+    """A Breakout arm's learning-rate horizon, minibatch order, value-loss weight and
+    initial weights; the defaults are CleanRL's (annealed to 0 at --total-steps, shuffled,
+    vf_coef 0.5, its per-layer gains)."""
     order = "--shuffle-minibatches" if shuffle else "--no-shuffle-minibatches"
-    return f"--anneal-lr-steps {anneal_lr_steps} {order} --vf-coef {vf_coef}"
+    return f"--anneal-lr-steps {anneal_lr_steps} {order} --vf-coef {vf_coef} --init {init}"
 
 
 _CLEANRL_UPDATE = _update_flags()
@@ -135,7 +139,7 @@ STUDIES: dict[str, dict[str, Any]] = {
     },
     "breakout-factors": {
         "tasks": ("breakout",),
-        # Every arm names all six settings the study varies, so that none takes the
+        # Every arm names all seven settings the study varies, so that none takes the
         # preset's value; the last three are CleanRL's unless the arm is about them.
         "arms": {
             "cleanrl": f"--no-norm-obs --no-norm-returns --clip-vloss {_CLEANRL_UPDATE}",
@@ -150,6 +154,8 @@ STUDIES: dict[str, dict[str, Any]] = {
             # Sample Factory's value loss is value_loss_coeff (0.5) x the squared error;
             # CleanRL's is vf_coef (0.5) x half of it. --vf-coef 1.0 is Sample Factory's.
             "sf-value-weight": f"{_NORMALIZED} {_update_flags(vf_coef=1.0)}",
+            # Sample Factory's policy_init_gain 1.0 on every layer.
+            "sf-init": f"{_NORMALIZED} {_update_flags(init='unit')}",
         },
     },
 }

@@ -37,6 +37,7 @@ from ppomq.core.errors import StorageFullError, UsageError
 from ppomq.core.events import events_writer
 from ppomq.core.metrics import LearnerMetrics
 from ppomq.core.models import build_model, model_spec_for
+from ppomq.core.models.init import apply_init
 from ppomq.core.rundir import RecordsDamaged, RunRecorder, write_json_atomic
 from ppomq.core.service_shell import service_shell
 from ppomq.core.settings import LearnerSettings, settings_snapshot
@@ -340,16 +341,15 @@ def _build_trainer(
         num_steps=settings.num_steps,
         max_bytes=settings.max_message_bytes,
     )
-    policy = build_model(
-        model_spec_for(
-            spec,
-            arch=settings.arch,
-            hidden=settings.hidden,
-            activation=settings.activation,
-            norm_obs=settings.norm_obs,
-            lstm_size=settings.lstm_size,
-        )
+    model_spec = model_spec_for(
+        spec,
+        arch=settings.arch,
+        hidden=settings.hidden,
+        activation=settings.activation,
+        norm_obs=settings.norm_obs,
+        lstm_size=settings.lstm_size,
     )
+    policy = apply_init(build_model(model_spec), settings.init)
     if getattr(policy, "recurrent", False):
         # Every batch must then carry its envs' state at step 0 (ROLLOUT.md hidden_state).
         spec = dataclasses.replace(spec, hidden_shape=tuple(policy.state_shape))

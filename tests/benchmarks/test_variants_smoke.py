@@ -91,16 +91,17 @@ def test_a_task_without_a_target_reports_no_steps_to_target() -> None:
 
 
 # Each arm's (norm-obs, norm-returns, clip-vloss, anneal-lr-steps, shuffle-minibatches,
-# vf-coef).
+# vf-coef, init).
 BREAKOUT_ARMS = {
-    "cleanrl": (False, False, True, 0, True, 0.5),
-    "norm-obs": (True, False, True, 0, True, 0.5),
-    "no-clip-vloss": (False, False, False, 0, True, 0.5),
-    "norm-returns": (True, True, True, 0, True, 0.5),
-    "norm-returns-no-clip-vloss": (True, True, False, 0, True, 0.5),
-    "sf-lr-decay": (True, True, False, 4_000_000, True, 0.5),
-    "unshuffled": (True, True, False, 0, False, 0.5),
-    "sf-value-weight": (True, True, False, 0, True, 1.0),
+    "cleanrl": (False, False, True, 0, True, 0.5, "cleanrl"),
+    "norm-obs": (True, False, True, 0, True, 0.5, "cleanrl"),
+    "no-clip-vloss": (False, False, False, 0, True, 0.5, "cleanrl"),
+    "norm-returns": (True, True, True, 0, True, 0.5, "cleanrl"),
+    "norm-returns-no-clip-vloss": (True, True, False, 0, True, 0.5, "cleanrl"),
+    "sf-lr-decay": (True, True, False, 4_000_000, True, 0.5, "cleanrl"),
+    "unshuffled": (True, True, False, 0, False, 0.5, "cleanrl"),
+    "sf-value-weight": (True, True, False, 0, True, 1.0, "cleanrl"),
+    "sf-init": (True, True, False, 0, True, 0.5, "unit"),
 }
 
 
@@ -111,14 +112,15 @@ def test_the_breakout_study_compares_returns_at_each_mark_on_the_1m_schedule() -
     for job in jobs:
         argv = " ".join(bench.command(job, Path("/r")))
         assert "--preset atari" in argv and "--total-steps 1000000" in argv
-        # Each arm names all six settings, so the preset's own values do not leak in.
-        norm_obs, norm_returns, clip_vloss, horizon, shuffle, vf_coef = BREAKOUT_ARMS[job.arm]
+        # Each arm names all seven settings, so the preset's own values do not leak in.
+        norm_obs, norm_returns, clip_vloss, horizon, shuffle, vf_coef, init = BREAKOUT_ARMS[job.arm]
         on = {"norm-obs": norm_obs, "norm-returns": norm_returns, "clip-vloss": clip_vloss,
               "shuffle-minibatches": shuffle}  # fmt: skip
         for flag, value in on.items():
             assert (f" --{flag}" in argv) == value and (f" --no-{flag}" in argv) != value
         assert argv.count("--anneal-lr-steps") == 1 and f"--anneal-lr-steps {horizon} " in argv
         assert argv.count("--vf-coef") == 1 and f"--vf-coef {vf_coef} " in argv
+        assert argv.count("--init") == 1 and f"--init {init}" in argv
     # Curve rows: [env steps, seconds, return, mean of the last 20].
     curve = [[50_000, 1.0, 2.0, 1.5], [120_000, 2.0, 9.0, 4.0], [140_000, 3.0, 9.0, 8.0]]
     assert bench.returns_at(curve, (100_000, 150_000)) == {

@@ -259,6 +259,13 @@ class PPOSettings(SettingsGroup):
     activation: Literal["tanh", "relu"] = Field(
         "tanh", description="Activation after each hidden layer of the MLP."
     )
+    init: Literal["cleanrl", "unit"] = Field(
+        "cleanrl",
+        description="How a new run's weights start: cleanrl (orthogonal, gain sqrt 2 on "
+        "hidden layers, 0.01 on the policy head, 1 on the value head, as CleanRL and SB3) "
+        "or unit (orthogonal with gain 1 on every layer, as Sample Factory's "
+        "policy_init_gain 1.0).",
+    )
     norm_obs: bool = Field(
         False,
         description="Normalize observations by their running mean and variance, as "
