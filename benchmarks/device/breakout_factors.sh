@@ -19,8 +19,9 @@
 #
 # Settings (environment): OUT (required), QUICK=1 (one short run per arm on the CPU), PY
 # (python3), WHEELS (.device-wheels-atari), BUDGET_S (430: the whole script's time), ARMS
-# (norm-returns-no-clip-vloss,sf-value-weight: CleanRL's value-loss weight against Sample
-# Factory's, twice it, on normalized pixels and returns), SEEDS (1,2,3), DURATION_S (330),
+# (norm-returns-no-clip-vloss,sf-value-weight,sf-init: the atari preset against Sample
+# Factory's value-loss weight, twice CleanRL's, and against its initial weights, gain 1 on
+# every layer), SEEDS (1,2,3), DURATION_S (330),
 # WORK (/tmp/bf-work), FARM=1 (import the checkout through /tmp/ppomq-pkg even where ppomq
 # is installed).
 set -uo pipefail
@@ -34,7 +35,7 @@ OUT=${OUT:-}
 source "$REPO/benchmarks/device/common.sh"
 : "${OUT:?OUT: the folder for the results}"
 
-ARMS=${ARMS:-norm-returns-no-clip-vloss,sf-value-weight}
+ARMS=${ARMS:-norm-returns-no-clip-vloss,sf-value-weight,sf-init}
 if [[ "$QUICK" == 1 ]]; then
   SEEDS=${SEEDS:-1}; DURATION_S=${DURATION_S:-40}; DEVICE=cpu; MARKS=2000,4000
 else
