@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import psutil
@@ -307,12 +309,8 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
     made = subprocess.run([*PPOMQ, "keys", "generate", "--out", str(keys), "--actors", "3"],
                           capture_output=True, text=True, env=_env(), timeout=60)  # fmt: skip
     assert made.returncode == 0, made.stderr
-    train = subprocess.Popen(
-        [*PPOMQ, "train", "--run-id", "byhand", "--total-steps", "6000", "--run-dir",
-         str(run_dir), "--rollout-bind", f"tcp://127.0.0.1:{rollout}",
-         "--weightserver-bind", f"tcp://127.0.0.1:{weights}", *SMALL],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
-    )  # fmt: skip
+    # The actor starts first and is running before the run does, so that its batches are
+    # in the run however slowly a loaded machine starts it (the run is a few seconds long).
     actor = subprocess.Popen(
         [*PPOMQ, "actor", "--run-id", "byhand", "--env-id", "CartPole-v1", "--num-envs", "4",
          "--num-steps", "32", "--actor-index", "7",
@@ -322,11 +320,30 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
          "--curve-server-public-cert", str(keys / "server.key")],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
     )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in actor.stdout], daemon=True)
+    reader.start()
+    seen: list[str] = []
+    while not any(" -> tcp://" in x for x in seen):  # its start line, before its loop
+        try:
+            seen.append(lines.get(timeout=120))
+        except queue.Empty:
+            actor.kill()
+            pytest.fail(f"the actor did not start: {''.join(seen)}")
+    train = subprocess.Popen(
+        [*PPOMQ, "train", "--run-id", "byhand", "--total-steps", "6000", "--run-dir",
+         str(run_dir), "--rollout-bind", f"tcp://127.0.0.1:{rollout}",
+         "--weightserver-bind", f"tcp://127.0.0.1:{weights}", *SMALL],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
+    )  # fmt: skip
     try:
         train_out, _ = train.communicate(timeout=240)
         assert train.returncode == 0, train_out
-        actor_out, _ = actor.communicate(timeout=60)  # hung forever before the fix
-        assert actor.returncode == 0, actor_out
+        returncode = actor.wait(timeout=60)  # it used to hang forever here
+        reader.join(timeout=10)
+        while not lines.empty():
+            seen.append(lines.get())
+        assert returncode == 0, "".join(seen)
         summary = json.loads((run_dir / "summary.json").read_text())
         assert summary["actors"] == 3  # the hand-added actor's batches were trained on
     finally:
