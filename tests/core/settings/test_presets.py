@@ -118,6 +118,8 @@ def test_atari_preset_is_cleanrl_ppo_atari_over_two_actors_with_what_breakout_me
     # normalize_returns with an unclipped value loss, each measured on Breakout.
     assert s.norm_obs is True
     assert (s.norm_returns, s.clip_vloss) == (True, False)
+    # Sample Factory's initial weights, orthogonal with gain 1 on every layer.
+    assert s.init == "unit"
     assert (s.mode, s.actors, s.num_envs, s.num_steps) == ("async", 2, 4, 128)
     # CleanRL's update: num_envs 8 x num_steps 128 = 1024 samples, 4 minibatches of 256.
     per_update = s.batch_samples or s.actors * s.num_envs * s.num_steps
