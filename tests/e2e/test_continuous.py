@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 # rl-baselines3-zoo's Pendulum-v1 PPO settings, less gSDE (γ 0.9, λ 0.95, 10 epochs, lr 1e-3,
 # 4 envs), in minibatches of 64; a random policy scores about -1200 to -1400. Most seeds
 # reach a mean of -400 over 20 episodes in 40-60k env steps, but a few sit on a plateau near
-# -650 first (of 77 runs, one solved at 200k and one at 260k), and the order of two actors'
+# -650 first (of 92 runs, one solved at 200k and one at 260k), and the order of two actors'
 # batches differs from run to run: the step budget is far past that, since the run ends at
 # the target anyway. Ten greedy episodes, not five: one episode that fails to swing up moved
 # a five-episode mean of a solved policy to -609.
