@@ -339,7 +339,7 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
     try:
         train_out, _ = train.communicate(timeout=240)
         assert train.returncode == 0, train_out
-        returncode = actor.wait(timeout=60)  # it used to hang forever here
+        returncode = actor.wait(timeout=60)  # an actor never told the run ended hangs here
         reader.join(timeout=10)
         while not lines.empty():
             seen.append(lines.get())

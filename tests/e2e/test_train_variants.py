@@ -58,8 +58,8 @@ def test_a_learner_slower_than_the_resend_timeout_trains_each_batch_once_and_fre
     # the intervals between versions, none after the first update. The waits for the first
     # update resend in both (2 to 4: no interval seen yet), so they are not counted.
     # The learner drops a resend whose original arrived (beyond its actor's share of the
-    # version): trained, it kept one batch queued ahead of each fresh one, and every later
-    # batch trained a version or two old (age 0 for 2 of 79 batches, on the old code).
+    # version): a learner that trained it would keep one batch queued ahead of each fresh
+    # one, and every later batch would train a version or two old.
     run_dir = tmp_path / "slow"
     summary = _train(run_dir, "--resend-after-s", "0.01", "--update-epochs", "40",
                      "--total-steps", "20000")  # fmt: skip
