@@ -11,8 +11,8 @@ Two measurements per env id, backend and env count N, each in a fresh process:
 
 Each is a warm-up, then a window; rounds interleave the configurations (every other round
 reversed), and the tables give the median (and min-max) over rounds. A backend that cannot
-run here is left out with a note: envpool when it is not installed (`pip install
-'ppomq[envpool]'`), ale for ids that are not Atari's.
+run here is left out with a note: envpool when it is not installed (the envpool
+extra), ale for ids that are not Atari's.
 
     flock -o /tmp/ppomq-bench.lock .venv/bin/python -m benchmarks.actor_backends
 """
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import harness
+from ppomq.core.errors import install_hint
 
 ENV_IDS = ("BreakoutNoFrameskip-v4",)
 NUM_ENVS = (1, 8, 16)
@@ -45,7 +46,7 @@ def skipped_backends(backends: Sequence[str], env_ids: Sequence[str]) -> dict[st
     """Backend (or "backend env_id") -> why it is left out of this run."""
     out: dict[str, str] = {}
     if "envpool" in backends and importlib.util.find_spec("envpool") is None:
-        out["envpool"] = "envpool is not installed here (pip install 'ppomq[envpool]')"
+        out["envpool"] = f"envpool is not installed here ({install_hint('envpool')})"
     if "ale" in backends:
         from ppomq.core.envs import check_env_id
         from ppomq.core.envs.atari import is_atari
@@ -271,6 +272,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(harness.RESULTS / "actor_backends"))
     harness.add_lock_option(ap)
     args = ap.parse_args(argv)
+    bench_run = harness.Run("actor_backends", argv)
     env_ids, backends, modes = _csv(args.env_ids), _csv(args.backends), _csv(args.modes)
     counts = [int(x) for x in _csv(args.num_envs)]
     if unknown := [b for b in backends if b not in BACKENDS] + [m for m in modes if m not in MODES]:
@@ -298,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
            "skipped": skipped, "load_before": load_before, "load_after": load_after,
            "rows": summarise(runs, backends)}  # fmt: skip
     out = Path(args.out)
-    print(harness.write_results(out.parent, out.name, doc, markdown(doc)))
+    print(harness.write_results(out.parent, out.name, doc, markdown(doc), bench_run))
 
 
 if __name__ == "__main__":

@@ -572,6 +572,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=None, help="run dirs (default: a temp dir)")
     harness.add_lock_option(p)
     args = p.parse_args(argv)
+    bench_run = harness.Run("actor_efficiency", argv)
     if args.quick:
         args.rounds, args.window_s, args.warmup_s = 1, 2.0, 1.0
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
@@ -627,7 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "system_runs": runs,
         "alone_runs": alone,
     }
-    print(harness.write_results(args.out, "actor_efficiency", doc, markdown(doc)))
+    print(harness.write_results(args.out, "actor_efficiency", doc, markdown(doc), bench_run))
     return 0
 
 

@@ -176,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(p)
     args = p.parse_args(argv)
+    bench_run = harness.Run("atari_system", argv)
     counts = [int(a) for a in args.actors.split(",")]
     backends = [b.strip() for b in args.env_backend.split(",") if b.strip()]
     if bad := [b for b in backends if b not in BACKENDS]:
@@ -205,7 +206,11 @@ def main(argv: list[str] | None = None) -> None:
         ),
     }
     doc["rows"] = summarise(doc["runs"])
-    print(harness.write_results(args.out, result_stem(args.torch_threads), doc, markdown(doc)))
+    print(
+        harness.write_results(
+            args.out, result_stem(args.torch_threads), doc, markdown(doc), bench_run
+        )
+    )
 
 
 if __name__ == "__main__":

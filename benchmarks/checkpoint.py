@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=30)
     harness.add_lock_option(ap)
     args = ap.parse_args(argv)
+    bench_run = harness.Run("checkpoint", argv)
     torch.set_num_threads(1)
     rows = []
     with (
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         lines.append(f"| {r['model']} | {r['bytes'] / 1e6:.2f} MB | {r['plain_ms']:.2f} ms | "
                      f"{r['verified_ms']:.2f} ms | {r['ratio']:.2f}x |")  # fmt: skip
-    print(harness.write_results(harness.RESULTS, "checkpoint", doc, "\n".join(lines)))
+    print(harness.write_results(harness.RESULTS, "checkpoint", doc, "\n".join(lines), bench_run))
     return 0
 
 

@@ -184,13 +184,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(ap)
     args = ap.parse_args(argv)
+    bench_run = harness.Run("cnn_forward", argv)
     rounds, burst = (3, 5) if args.quick else (args.rounds, 25)
     with harness.BenchLock(args.lock):
         doc = measure(args, rounds, burst, harness.command_line("cnn_forward", argv))
     if args.quick:
         print(json.dumps(doc, indent=2))
         return
-    print(harness.write_results(args.out, "cnn_forward", doc, _markdown(doc)))
+    print(harness.write_results(args.out, "cnn_forward", doc, _markdown(doc), bench_run))
 
 
 def measure(args: argparse.Namespace, rounds: int, burst: int, command: str) -> dict[str, Any]:

@@ -129,13 +129,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(parser)
     args = parser.parse_args(argv)
+    bench_run = harness.Run("cnn_update", argv)
     rounds, updates = (1, 1) if args.quick else (args.rounds, args.updates)
     threads = [int(t) for t in args.threads.split(",")]
     with harness.BenchLock(args.lock):
         result = run(rounds, updates, threads)
     result = {"command": harness.command_line("cnn_update", argv), "date": harness.utc_now(),
               **result}  # fmt: skip
-    print(harness.write_results(args.out, "cnn_update", result, markdown(result)))
+    print(harness.write_results(args.out, "cnn_update", result, markdown(result), bench_run))
 
 
 if __name__ == "__main__":

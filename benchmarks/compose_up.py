@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=harness.RESULTS / "compose_up")
     harness.add_lock_option(ap)
     args = ap.parse_args(argv)
+    bench_run = harness.Run("compose_up", argv)
     load_before = harness.loadavg()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "loadavg_before": load_before,
         "loadavg_after": harness.loadavg(),
     }
-    print(harness.write_results(args.out.parent, args.out.name, doc, markdown(doc)))
+    print(harness.write_results(args.out.parent, args.out.name, doc, markdown(doc), bench_run))
     return 0
 
 

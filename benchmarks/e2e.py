@@ -53,7 +53,7 @@ from typing import Any
 
 import psutil
 
-from benchmarks import harness
+from benchmarks import harness, plot_style
 from benchmarks.contenders.common import RESULT_PREFIX, SOLVE_WINDOW, thin
 
 BASELINE = "sb3"
@@ -667,6 +667,7 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@plot_style.styled
 def plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Mean return of the last 20 episodes against wall time from the command's start and
     against env steps, for the first seed of each contender."""
@@ -676,7 +677,10 @@ def plot(doc: dict[str, Any], path: Path) -> Path | None:
             runs[r["contender"]] = r
     if not runs:
         return None
-    fig, (ax_t, ax_s) = harness.pyplot().subplots(1, 2, figsize=(12, 4.5), dpi=100)
+    from matplotlib.lines import Line2D
+
+    fig, axes = plot_style.figure(1, 2, 4.5)
+    ax_t, ax_s = axes[0]
     for name, r in runs.items():
         xs_t = [p[1] for p in r["curve"]]
         xs_s = [p[0] for p in r["curve"]]
@@ -693,13 +697,17 @@ def plot(doc: dict[str, Any], path: Path) -> Path | None:
     # Log axes: RLlib's runs last ten times longer than the others.
     ax_t.set_xscale("log")
     ax_s.set_xscale("log")
-    ax_t.set_xlabel("wall time from the command's start (s, log); dotted: first env step")
+    ax_t.set_xlabel("seconds from the command's start (log)")
     ax_s.set_xlabel("env steps (log)")
     ax_t.set_title("CartPole-v1: return against wall time")
     ax_s.set_title("return against env steps")
-    ax_s.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    return harness.save_figure(fig, path)
+    marks = [
+        Line2D([], [], color="gray", ls=":", lw=1, label="first env step (left)"),
+        Line2D([], [], color="gray", ls="--", lw=1, label=f"target {doc['target']:g}"),
+    ]
+    handles = ax_t.get_legend_handles_labels()[0] + marks
+    plot_style.legend_below(fig, handles, ncols=min(3, len(handles)))
+    return plot_style.save(fig, path)
 
 
 # --- main ------------------------------------------------------------------------------
@@ -785,6 +793,11 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ppomq-e2e-"))
     workdir.mkdir(parents=True, exist_ok=True)
     started_at = harness.utc_now()
+    run = harness.Run("e2e", argv)
+    if "sb3" in runnable:
+        run.peer("stable-baselines3", harness.package_version("stable-baselines3"))
+    if any(CONTENDERS[n].extra == "rllib" for n in runnable) and args.rllib_python:
+        run.peer("ray", harness.venv_package_version(args.rllib_python, "ray"))
     records: list[RunRecord] = []
     t0 = time.monotonic()
     meta: dict[str, Any] = {
@@ -810,7 +823,7 @@ def main(argv: list[str] | None = None) -> int:
             # Partial results survive an interrupted run (complete: false until the end).
             meta["elapsed_s"] = round(time.monotonic() - t0, 1)
             harness.write_json(
-                args.out / "e2e.json", build_doc(args, argv, records, runnable, meta)
+                args.out / "e2e.json", build_doc(args, argv, records, runnable, meta), run
             )
             status = (
                 f"steps {rec.steps_to_target or rec.env_steps}, "
@@ -828,7 +841,7 @@ def main(argv: list[str] | None = None) -> int:
     meta["complete"] = True
     meta["elapsed_s"] = round(time.monotonic() - t0, 1)
     doc = build_doc(args, argv, records, runnable, meta)
-    print(harness.write_results(args.out, "e2e", doc, render_markdown(doc)))
+    print(harness.write_results(args.out, "e2e", doc, render_markdown(doc), run))
     png = plot(doc, args.out / "e2e.png")
     print(f"wrote {args.out / 'e2e.json'}, {args.out / 'e2e.md'}" + (f", {png}" if png else ""))
     if args.workdir is None:

@@ -316,11 +316,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default=None, help="a line for the report (how it was run)")
     parser.add_argument("--render", type=Path, default=None, help="only re-render this JSON")
     args = parser.parse_args(argv)
+    bench_run = harness.Run("e2e_whole_process", argv)
     if args.render is not None:
         doc = json.loads(args.render.read_text())
         if args.note:
             doc["note"] = args.note
-        harness.write_results(args.out, "e2e_whole_process", doc, render_markdown(doc))
+        harness.write_results(args.out, "e2e_whole_process", doc, render_markdown(doc), bench_run)
         return 0
     for who in (args.contender, BASELINE):
         why = availability(CONTENDERS[who], None)
@@ -357,7 +358,9 @@ def main(argv: list[str] | None = None) -> int:
         "summary": summarise(pairs, args.contender),
         "pairs": pairs,
     }
-    print(harness.write_results(args.out, "e2e_whole_process", doc, render_markdown(doc)))
+    print(
+        harness.write_results(args.out, "e2e_whole_process", doc, render_markdown(doc), bench_run)
+    )
     shutil.rmtree(workdir, ignore_errors=True)
     return 0 if doc["summary"]["ok_pairs"] else 1
 

@@ -333,6 +333,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--out", default=str(harness.RESULTS))
     harness.add_lock_option(p)
     args = p.parse_args(argv)
+    bench_run = harness.Run("flood", argv)
     if args.quick:
         args.rounds, args.window_s = 1, 2.0
     curves = {"off": [False], "on": [True], "both": [False, True]}[args.curve]
@@ -360,7 +361,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "windows": windows,
         "summary": summarise(windows),
     }
-    print(harness.write_results(Path(args.out), "flood", doc, markdown(doc)))
+    print(harness.write_results(Path(args.out), "flood", doc, markdown(doc), bench_run))
     return doc
 
 

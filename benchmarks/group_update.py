@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from benchmarks import harness
 from benchmarks.learner_update import ATARI, CARTPOLE, CHEETAH, make_batch
 from ppomq.core.models import build_model
 
@@ -110,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--updates", type=int, default=5, help="timed updates per round")
     ap.add_argument("--out", default="benchmarks/results/group_update")
     args = ap.parse_args(argv)
+    bench_run = harness.Run("group_update", argv)
     worlds = [int(w) for w in args.world.split(",")]
     if 1 not in worlds:
         ap.error("--world must include 1: the baseline of S")
@@ -150,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"command": command, "machine": machine, "rows": rows,
            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(doc, indent=1))
-    out.with_suffix(".md").write_text(render(doc))
+    harness.write_results(out.parent, out.name, doc, render(doc), bench_run)
     print(render(doc))
     return 0
 

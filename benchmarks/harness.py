@@ -10,6 +10,8 @@ the result writers.
   round, so that all see the same machine; `spread()` and `median()` sum the runs up.
 - `run_command()`: one command in its own session, timed, its whole process group killed
   on a timeout or Ctrl-C.
+- `Run` (benchmarks/record.py): started at the top of a benchmark's `main()`; every result
+  file goes through `write_json()`/`write_results()` with it, which add its record.
 - `write_json()`, `write_markdown()`, `write_results()` and `pyplot()`/`save_figure()`.
 
 Standard library only at import: the contender runners import it from other venvs.
@@ -30,9 +32,24 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
+
+from benchmarks.record import (
+    Run,
+    command_line,
+    commit,
+    cpu_model,
+    loadavg,
+    package_version,
+    stamp,
+    tree_clean,
+    utc_now,
+    venv_package_version,
+)
+
+__all__ = ["Run", "command_line", "cpu_model", "loadavg", "package_version", "utc_now",
+           "venv_package_version"]  # fmt: skip
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -50,41 +67,11 @@ def load1() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def loadavg() -> list[float]:
-    """The 1, 5 and 15-minute load averages, rounded."""
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def git_commit() -> str | None:
-    """HEAD's short hash, with "+dirty" when the working tree differs from it."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                              capture_output=True, text=True, timeout=10)  # fmt: skip
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO, capture_output=True, text=True, timeout=10)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if head.returncode != 0:
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def package_version(name: str) -> str | None:
-    """An installed distribution's version, without importing it (torch takes seconds)."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
+    """HEAD's short hash, with "+dirty" when the working tree differs from it (the record
+    keeps the two apart: `commit` and `tree_clean`)."""
+    head = commit()
+    return None if head is None else head + ("" if tree_clean() else "+dirty")
 
 
 def machine(**extra: Any) -> dict[str, Any]:
@@ -109,16 +96,6 @@ def machine_line(m: Mapping[str, Any]) -> str:
     if m.get("git_commit"):
         parts.append(f"commit {m['git_commit']}")
     return ", ".join(parts)
-
-
-def utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def command_line(module: str, argv: Sequence[str] | None) -> str:
-    """How the benchmark was started: `python -m benchmarks.MODULE ARGS`."""
-    given = sys.argv[1:] if argv is None else list(argv)
-    return shlex.join(["python", "-m", f"benchmarks.{module}", *given])
 
 
 # --- the lock --------------------------------------------------------------------------
@@ -263,11 +240,13 @@ def run_command(
 # --- writers ---------------------------------------------------------------------------
 
 
-def write_json(path: Path, doc: Mapping[str, Any]) -> None:
-    """Whole or not at all: an interrupted write leaves the previous file."""
+def write_json(path: Path, doc: Mapping[str, Any], run: Run) -> None:
+    """A result file: the figures in `doc` with `run`'s record under "run" (see
+    benchmarks/record.py). Whole or not at all: an interrupted write leaves the previous
+    file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.write_text(json.dumps(stamp(doc, run), indent=2) + "\n")
     os.replace(tmp, path)
 
 
@@ -278,9 +257,9 @@ def write_markdown(path: Path, text: str) -> str:
     return text
 
 
-def write_results(out: Path, stem: str, doc: Mapping[str, Any], markdown: str) -> str:
-    """OUT/STEM.json and OUT/STEM.md; returns the Markdown."""
-    write_json(out / f"{stem}.json", doc)
+def write_results(out: Path, stem: str, doc: Mapping[str, Any], markdown: str, run: Run) -> str:
+    """OUT/STEM.json (the record, `write_json`) and OUT/STEM.md; returns the Markdown."""
+    write_json(out / f"{stem}.json", doc, run)
     return write_markdown(out / f"{stem}.md", markdown)
 
 

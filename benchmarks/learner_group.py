@@ -690,12 +690,12 @@ def previous(out: Path, studies: list[str], *, keep: bool) -> dict[str, Any]:
     return doc
 
 
-def save(doc: dict[str, Any], out: Path) -> None:
+def save(doc: dict[str, Any], out: Path, bench_run: harness.Run) -> None:
     doc["summary"] = summarise(doc["runs"])
     now = harness.utc_now()
     doc["meta"]["load_after"] = doc["invocations"][-1]["load_after"] = harness.loadavg()
     doc["meta"]["date"] = doc["invocations"][-1]["date"] = now
-    harness.write_results(out, "learner_group", doc, render_markdown(doc))
+    harness.write_results(out, "learner_group", doc, render_markdown(doc), bench_run)
 
 
 # --- main ----------------------------------------------------------------------------------
@@ -733,6 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "the studies not run now)")  # fmt: skip
     harness.add_lock_option(p, default=harness.LOCK_PATH)
     args = p.parse_args(argv)
+    bench_run = harness.Run("learner_group", argv)
     studies = [s for s in args.studies.split(",") if s]
     tasks = [t for t in args.tasks.split(",") if t]
     if bad := [s for s in studies if s not in (*STUDIES, PROBE)]:
@@ -782,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i, job in enumerate(jobs, 1):
         rec = run_job(job, cfg, args.workdir, args.lock)
         doc["runs"].append(rec)
-        save(doc, args.out)
+        save(doc, args.out, bench_run)
         state = "ok" if rec["ok"] else f"FAILED: {rec['error']}"
         print(
             f"[{i}/{len(jobs)}] {job.name}: {_f(rec.get('command_s'), '{:.1f}')} s, "
@@ -794,7 +795,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for busy in PROBE_BUSY:
             with harness.BenchLock(args.lock):
                 doc["allreduce"].append(allreduce_probe(busy))
-            save(doc, args.out)
+            save(doc, args.out, bench_run)
     print(render_markdown(doc))
     return 0 if all(r["ok"] for r in doc["runs"]) else 1
 

@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(parser)
     args = parser.parse_args(argv)
+    bench_run = harness.Run("learner_threads", argv)
     rounds, updates = (1, 2) if args.quick else (args.rounds, args.updates)
     threads = [int(k) for k in args.threads.split(",")]
     with harness.BenchLock(args.lock):
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> None:
         **result,
     }
     stem = "learner_threads" + ("_cnn" if args.cases == "cnn" else "")
-    print(harness.write_results(args.out, stem, result, markdown(result)))
+    print(harness.write_results(args.out, stem, result, markdown(result), bench_run))
 
 
 if __name__ == "__main__":

@@ -210,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(parser)
     args = parser.parse_args(argv)
+    bench_run = harness.Run("learner_update", argv)
     rounds, updates = (1, 2) if args.quick else (args.rounds, args.updates)
     with harness.BenchLock(args.lock):
         result = run(rounds, updates)
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
         "date": harness.utc_now(),
         **result,
     }
-    print(harness.write_results(args.out, "learner_update", result, markdown(result)))
+    print(harness.write_results(args.out, "learner_update", result, markdown(result), bench_run))
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import harness
+from benchmarks import harness, plot_style
 from benchmarks.contenders.common import thin
 
 WORKDIR = harness.REPO / "runs" / "bench-learning"
@@ -204,6 +204,11 @@ def env_for(contender: str, task: str) -> str:
     if contender in ("cleanrl", "sf") and task.endswith("-v5"):
         return task[: -len("-v5")] + "-v4"
     return task
+
+
+# The distribution whose version a peer's record names (CleanRL is scripts, not a package:
+# its venv's torch stands for it).
+PEER_DISTRIBUTIONS = {"sf": "sample-factory", "sb3": "stable-baselines3", "cleanrl": "torch"}
 
 
 @dataclass
@@ -526,14 +531,14 @@ def load_doc(path: Path, mode: str) -> dict[str, Any]:
     return {"benchmark": name, "mode": mode, "runs": [], "invocations": []}
 
 
-def save(doc: dict[str, Any], out: Path) -> dict[str, Path]:
+def save(doc: dict[str, Any], out: Path, bench_run: harness.Run) -> dict[str, Path]:
     """Recompute the summary and rewrite the JSON, the table and the curves."""
     out.mkdir(parents=True, exist_ok=True)
     paths = result_paths(out, doc["mode"])
     doc["summary"] = summarise(doc["runs"])
     doc["machine"] = harness.machine()
     doc["updated_at"] = harness.utc_now()
-    harness.write_results(out, paths["json"].stem, doc, render_markdown(doc))
+    harness.write_results(out, paths["json"].stem, doc, render_markdown(doc), bench_run)
     if plot(doc, paths["png"]) is None:
         paths.pop("png")
     return paths
@@ -791,39 +796,44 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+@plot_style.styled
 def plot(doc: dict[str, Any], path: Path) -> Path | None:
     """Per task, the mean of the last 20 training episodes against env steps and against
-    seconds from the command's start; one line per contender and seed."""
+    seconds from the command's start; one line per contender and seed, the contender told
+    by its colour and the seed by its line style (one legend for both, below the axes)."""
     entries = groups(doc["runs"])
     if not entries:
         return None
-    fig, axes = harness.pyplot().subplots(
-        len(entries), 2, figsize=(13, 4.2 * len(entries)), squeeze=False
-    )
+    from matplotlib.lines import Line2D
+
+    fig, axes = plot_style.figure(len(entries), 2, 4.2)
     colors = {c: f"C{i}" for i, c in enumerate(CONTENDERS)}
-    styles = ("-", "--", ":", "-.")
+    seeds = sorted({r["seed"] for by in entries.values() for rs in by.values() for r in rs})
+    styles = {seed: plot_style.LINE_STYLES[i % len(plot_style.LINE_STYLES)]
+              for i, seed in enumerate(seeds)}  # fmt: skip
+    env_ids: dict[str, set[str]] = {}
     for (ax_s, ax_t), ((task, steps), by) in zip(axes, sorted(entries.items()), strict=True):
         for c in _ordered(by):
-            for i, r in enumerate(sorted(by[c], key=lambda r: r["seed"])):
+            for r in sorted(by[c], key=lambda r: r["seed"]):
+                env_ids.setdefault(c, set()).add(r["env_id"])
                 pts = r["curve"]
-                kw = {
-                    "color": colors.get(c),
-                    "ls": styles[i % len(styles)],
-                    "lw": 1.2,
-                    "label": f"{LABELS.get(c, c)} seed {r['seed']} ({r['env_id']})",
-                }
+                kw = {"color": colors.get(c), "ls": styles[r["seed"]], "lw": 1.2}
                 ax_s.plot([p[0] for p in pts], [p[3] for p in pts], **kw)
                 ax_t.plot([p[1] for p in pts], [p[3] for p in pts], **kw)
-        ax_s.set_title(f"{task}, {steps:,} steps: return against env steps")
-        ax_t.set_title("return against wall time")
+        ax_s.set_title(f"{task}, {steps:,} steps: against env steps")
+        ax_t.set_title("against wall time")
         ax_s.set_xlabel("env steps")
         ax_t.set_xlabel("seconds from the command's start")
         for ax in (ax_s, ax_t):
-            ax.set_ylabel(f"mean return, last {MEAN_WINDOW} episodes")
+            ax.set_ylabel(f"mean return, last {MEAN_WINDOW} ep.")
             ax.grid(alpha=0.3)
-        ax_s.legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
-    return harness.save_figure(fig, path, dpi=90)
+    labels = {c: f"{LABELS.get(c, c)} ({', '.join(sorted(ids))})" for c, ids in env_ids.items()}
+    handles = [Line2D([], [], color=colors.get(c), lw=2, label=labels[c]) for c in labels]
+    handles += [
+        Line2D([], [], color="gray", ls=styles[seed], label=f"seed {seed}") for seed in seeds
+    ]
+    plot_style.legend_below(fig, handles, ncols=3)
+    return plot_style.save(fig, path)
 
 
 # --- main -----------------------------------------------------------------------------------------
@@ -876,6 +886,7 @@ def jobs_from(args: argparse.Namespace) -> list[Job]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    bench_run = harness.Run("learning", argv)
     atari = args.mode == "atari"
     tools = Tools(
         ppomq_cmd=args.ppomq_cmd or (DEFAULT_ATARI_PPOMQ_CMD if atari else DEFAULT_PPOMQ_CMD),
@@ -892,30 +903,40 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"benchmarks.learning: {exc}", file=sys.stderr)
         return 2
+    for contender, dist in PEER_DISTRIBUTIONS.items():
+        if any(j.contender == contender for j in todo):
+            bench_run.peer(dist, harness.venv_package_version(tools.python(contender), dist))
     doc["invocations"] = [
         *doc.get("invocations", []),
         harness.command_line("learning", argv),
     ]
     print(f"{len(jobs) - len(todo)} of {len(jobs)} runs already recorded; {len(todo)} to run")
     try:
-        run_all(todo, doc, args, tools)
+        run_all(todo, doc, args, tools, bench_run)
     except KeyboardInterrupt:  # the run in flight was killed; the finished ones are saved
         print(f"interrupted; finished runs are in {result_paths(args.out, args.mode)['json']}")
         return 130
-    for p in save(doc, args.out).values():
+    for p in save(doc, args.out, bench_run).values():
         print(p)
     ok = {record_key(r) for r in doc["runs"] if r.get("ok")}
     return 0 if all(j.key in ok for j in jobs) else 1
 
 
-def run_all(todo: list[Job], doc: dict[str, Any], args: argparse.Namespace, tools: Tools) -> None:
+def run_all(
+    todo: list[Job],
+    doc: dict[str, Any],
+    args: argparse.Namespace,
+    tools: Tools,
+    bench_run: harness.Run,
+) -> None:
     """Each job in turn, the results saved after each one."""
     workdir = args.workdir.resolve()  # the commands run from the repo root
     for n, job in enumerate(todo, 1):
         print(f"[{n}/{len(todo)}] {job.name} ...", flush=True)
         rec = run_job(job, tools, workdir, args.lock or None, args.timeout_s)
         doc["runs"] = merge(doc["runs"], rec)
-        save(doc, args.out)  # after every run: an interrupted benchmark loses no finished run
+        # After every run: an interrupted benchmark loses no finished run.
+        save(doc, args.out, bench_run)
         print(
             f"    {'ok' if rec['ok'] else 'FAILED: ' + str(rec['error'])[:300]}; "
             f"{_f(rec.get('command_s'), '{:.1f}')} s, SPS {_f(rec.get('sps'))}, "

@@ -174,12 +174,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(parser)
     args = parser.parse_args(argv)
+    bench_run = harness.Run("mlp_gradient", argv)
     torch.set_num_threads(1)
     with harness.BenchLock(args.lock):
         times = measure(args.repeats, args.updates)
     doc = {"command": harness.command_line("mlp_gradient", argv), "date": harness.utc_now(),
            **report(times, args.repeats, args.updates)}  # fmt: skip
-    print(harness.write_results(args.out, "mlp_gradient", doc, markdown(doc)))
+    print(harness.write_results(args.out, "mlp_gradient", doc, markdown(doc), bench_run))
 
 
 if __name__ == "__main__":

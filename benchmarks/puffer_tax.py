@@ -537,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(harness.RESULTS))
     harness.add_lock_option(p, harness.LOCK_PATH)
     a = p.parse_args(argv)
+    bench_run = harness.Run("puffer_tax", argv)
     names = [n for n in a.contenders.split(",") if n]
     unknown = [n for n in names if n not in CONTENDERS]
     if unknown:
@@ -545,6 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     if why:
         print(f"puffer_tax: {why}", file=sys.stderr)
         return 2
+    bench_run.peer("pufferlib", harness.venv_package_version(a.puffer_python, "pufferlib"))
     shape = QUICK if a.quick else Shape(total_steps=a.total_steps)
     load_before = harness.loadavg()
     with tempfile.TemporaryDirectory(prefix="ppomq-puffer-tax-", dir="/tmp") as tmp:
@@ -566,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": harness.command_line("puffer_tax", argv),
         "date": harness.utc_now(),
         "machine": harness.machine(torch_threads=1),
-        "pufferlib": "3.0.0",
+        "pufferlib": bench_run.peers["pufferlib"],
         "load_before": load_before,
         "load_after": harness.loadavg(),
         "rounds": a.rounds,
@@ -583,7 +585,7 @@ def main(argv: list[str] | None = None) -> int:
         "profile": profile,
         "runs": runs,
     }
-    print(harness.write_results(Path(a.out), "puffer_tax", doc, markdown(doc)))
+    print(harness.write_results(Path(a.out), "puffer_tax", doc, markdown(doc), bench_run))
     return 0 if all(r.get("ok") for r in runs) else 1
 
 

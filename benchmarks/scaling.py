@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import harness
+from benchmarks import harness, plot_style
 from benchmarks.actor_efficiency import SystemRun, cpu_seconds, cpu_share
 from benchmarks.envs import DEFAULT_STEP_S, SLEEP_ENV_SPEC, STEP_S_VAR
 
@@ -151,16 +151,21 @@ def summarize(points: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+@plot_style.styled
 def plot(summary: dict[str, list[dict[str, Any]]], path: Path, cpus: int) -> None:
-    fig, ax = harness.pyplot().subplots(figsize=(6.5, 4.5))
+    fig, axes = plot_style.figure(1, 1, 5.5)
+    ax = axes[0][0]
     wmax = max(r["workers"] for rows in summary.values() for r in rows)
     ax.plot([1, wmax], [1, wmax], "k--", lw=1, label="ideal (S = W)")
-    for env, rows in summary.items():
+    for i, (env, rows) in enumerate(summary.items()):
         ws = [r["workers"] for r in rows]
         ax.plot(ws, [r["speedup"] for r in rows], "o-", label=LABELS.get(env, env))
+        # The first env's labels above its points, the others' below: where two envs'
+        # points meet (W=1, 2) their labels do not print over each other.
+        offset = (-12, 7) if i == 0 else (5, -14)
         for r in rows:
             ax.annotate(f"E={r['efficiency']:.2f}", (r["workers"], r["speedup"]),
-                        textcoords="offset points", xytext=(4, -12), fontsize=7)  # fmt: skip
+                        textcoords="offset points", xytext=offset, fontsize=10.5)  # fmt: skip
     ax.axhline(cpus, color="gray", lw=0.8, ls=":", label=f"{cpus} cores")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
@@ -172,10 +177,10 @@ def plot(summary: dict[str, list[dict[str, Any]]], path: Path, cpus: int) -> Non
     ax.set_xlabel("actors W")
     ax.set_ylabel("speedup S (throughput / throughput at W=1)")
     ax.set_title("ppomq scaling: env steps/s reaching the learner")
-    ax.legend(loc="upper left", fontsize=8)
     ax.grid(True, which="major", alpha=0.3)
-    fig.tight_layout()
-    harness.save_figure(fig, path, dpi=110)
+    handles = ax.get_legend_handles_labels()[0]
+    plot_style.legend_below(fig, handles, ncols=min(4, len(handles)))
+    plot_style.save(fig, path)
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -244,6 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--envs: choose from {list(ENVS)}")
     # Read by benchmarks.envs when an actor imports it (children inherit the environment).
     os.environ[STEP_S_VAR] = str(args.step_ms / 1000)
+    run_record = harness.Run("scaling", argv)
     tmp = None
     if args.workdir is None:
         tmp = tempfile.TemporaryDirectory(prefix="ppomq-scaling-")
@@ -285,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "summary": summarize(points),
         "points": points,
     }
-    harness.write_json(args.out / "scaling.json", doc)
+    harness.write_json(args.out / "scaling.json", doc, run_record)
     plot(doc["summary"], args.out / "scaling.png", doc["meta"]["machine"]["cpus"])
     print(harness.write_markdown(args.out / "scaling.md", markdown(doc)))
     return 0

@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(p)
     args = p.parse_args(argv)
+    bench_run = harness.Run("scaling_netns", argv)
     reason = why_not()
     if reason:
         print(f"cannot run: {reason}", file=sys.stderr)
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
         "points": points,
     }
-    print(harness.write_results(args.out, "scaling_netns", doc, markdown(doc)))
+    print(harness.write_results(args.out, "scaling_netns", doc, markdown(doc), bench_run))
     return 0
 
 

@@ -293,8 +293,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _write(out: Path, doc: dict[str, Any]) -> str:
-    return harness.write_results(out, "train_curve", doc, render_markdown(doc))
+def _write(out: Path, doc: dict[str, Any], bench_run: harness.Run) -> str:
+    return harness.write_results(out, "train_curve", doc, render_markdown(doc), bench_run)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -308,11 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default=None, help="a line for the report")
     parser.add_argument("--render", type=Path, default=None, help="only re-render this JSON")
     args = parser.parse_args(argv)
+    bench_run = harness.Run("train_curve", argv)
     if args.render is not None:
         doc = json.loads(args.render.read_text())
         if args.note:
             doc["note"] = args.note
-        _write(args.out, doc)
+        _write(args.out, doc, bench_run)
         return 0
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="ppomq-train-curve-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         doc["pairs"].append(pair)
         doc["summary"] = summarise(doc["pairs"])
         doc["load1_after_runs"] = harness.load1()
-        _write(args.out, doc)  # partial results survive an interrupted run
+        _write(args.out, doc, bench_run)  # partial results survive an interrupted run
         r = pair["runs"]
         print(
             f"seed {seed}: plain {r[PLAIN]['command_s']} s (solve {r[PLAIN]['solved_at_wall_s']}"
@@ -347,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     doc["complete"] = True
-    print(_write(args.out, doc))
+    print(_write(args.out, doc, bench_run))
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0 if doc["summary"]["ok_pairs"] else 1

@@ -297,15 +297,16 @@ def main(argv: list[str] | None = None) -> None:
 
 def measure(args: argparse.Namespace, argv: list[str] | None) -> None:
     """The comparison `args` asks for, written to benchmarks/results/transport*.{json,md}."""
+    bench_run = harness.Run("transport", argv)
     if args.quick:
         for key, size in SIZES.items():
             SIZES[key] = Size(size.name, size.obs_shape, size.obs_dtype, size.messages // 10)
 
     if args.curve:
-        curve_main(args.runs, argv)
+        curve_main(args.runs, bench_run)
         return
     if args.frames:
-        frames_main(args.runs, argv)
+        frames_main(args.runs, bench_run)
         return
     codec = codec_overhead_us()  # first, before the transport runs heat the machine
     print(f"codec: {codec}", flush=True)
@@ -340,7 +341,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> None:
         "rows": rows,
         "codec_cartpole": codec,
     }
-    print(harness.write_results(harness.RESULTS, "transport", result, markdown(result)))
+    print(harness.write_results(harness.RESULTS, "transport", result, markdown(result), bench_run))
 
 
 def measure_pair(
@@ -395,7 +396,7 @@ def measure_latency(
     return row
 
 
-def frames_main(runs: int, argv: list[str] | None) -> None:
+def frames_main(runs: int, bench_run: harness.Run) -> None:
     """Atari stacks, ROLLOUT 1.1's obs layout against 1.2's frames layout, ppomq and raw."""
     from ppomq.proto.rollout_frames import to_frames
 
@@ -434,7 +435,7 @@ def frames_main(runs: int, argv: list[str] | None) -> None:
     parent.send(None)
     proc.join(10)
     result = {
-        "command": harness.command_line("transport", argv),
+        "command": bench_run.command,
         "date": harness.utc_now(),
         "machine": harness.machine(),
         "zmq": zmq.zmq_version(),
@@ -447,7 +448,9 @@ def frames_main(runs: int, argv: list[str] | None) -> None:
         "rows": rows,
     }
     print(
-        harness.write_results(harness.RESULTS, "transport_frames", result, frames_markdown(result))
+        harness.write_results(
+            harness.RESULTS, "transport_frames", result, frames_markdown(result), bench_run
+        )
     )
 
 
@@ -527,7 +530,7 @@ def _curve_keys(tmp: str) -> tuple[CurveServer, CurveClient]:
     )
 
 
-def curve_main(runs: int, argv: list[str] | None) -> None:
+def curve_main(runs: int, bench_run: harness.Run) -> None:
     """CURVE on vs off over tcp loopback, interleaved run by run, median of `runs`."""
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
@@ -554,7 +557,7 @@ def curve_main(runs: int, argv: list[str] | None) -> None:
     parent.send(None)
     proc.join(10)
     result = {
-        "command": harness.command_line("transport", argv),
+        "command": bench_run.command,
         "date": harness.utc_now(),
         "machine": harness.machine(),
         "zmq": zmq.zmq_version(),
@@ -564,7 +567,11 @@ def curve_main(runs: int, argv: list[str] | None) -> None:
         "hwm": HWM,
         "rows": rows,
     }  # fmt: skip
-    print(harness.write_results(harness.RESULTS, "transport_curve", result, curve_markdown(result)))
+    print(
+        harness.write_results(
+            harness.RESULTS, "transport_curve", result, curve_markdown(result), bench_run
+        )
+    )
 
 
 def curve_markdown(result: dict[str, Any]) -> str:

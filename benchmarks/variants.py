@@ -77,7 +77,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import harness, learning
+from benchmarks import harness, learning, plot_style
 from benchmarks.contenders.common import thin
 
 WORKDIR = harness.REPO / "runs" / "bench-variants"
@@ -496,30 +496,31 @@ def result_path(out: Path, study: str, ext: str) -> Path:
     return out / f"variants_{study.replace('-', '_')}.{ext}"
 
 
-def save(doc: dict[str, Any], out: Path) -> None:
+def save(doc: dict[str, Any], out: Path, bench_run: harness.Run) -> None:
     doc["summary"] = summarise(doc["runs"])
     doc["updated_at"] = harness.utc_now()
     doc["machine"] = harness.machine()
-    harness.write_json(result_path(out, doc["study"], "json"), doc)
+    harness.write_json(result_path(out, doc["study"], "json"), doc, bench_run)
     harness.write_markdown(result_path(out, doc["study"], "md"), render_markdown(doc))
     if doc["study"] == "objective":
         plot_kl(doc, result_path(out, doc["study"], "png"))
 
 
+@plot_style.styled
 def plot_kl(doc: dict[str, Any], path: Path) -> None:
-    """Per task: approx_kl and clip fraction against env steps, one line per arm and seed."""
+    """Per task: approx_kl and clip fraction against env steps, one line per arm and seed
+    (the arm told by its colour, in one legend below the axes)."""
     runs = [r for r in doc["runs"] if r.get("ok") and r.get("kl_curve")]
     tasks = [t for t in TASKS if any(r["task"] == t for r in runs)]
     if not tasks:
         return
-    fig, axes = harness.pyplot().subplots(
-        len(tasks), 2, figsize=(12, 4 * len(tasks)), squeeze=False
-    )
+    from matplotlib.lines import Line2D
+
+    fig, axes = plot_style.figure(len(tasks), 2, 4)
     arms = list(STUDIES[doc["study"]]["arms"])
     for (ax_kl, ax_cf), task in zip(axes, tasks, strict=True):
         for r in (r for r in runs if r["task"] == task):
-            kw = {"color": f"C{arms.index(r['arm'])}", "lw": 0.8, "alpha": 0.8,
-                  "label": f"{r['arm']} seed {r['seed']}"}  # fmt: skip
+            kw = {"color": f"C{arms.index(r['arm'])}", "lw": 0.8, "alpha": 0.8}
             pts = r["kl_curve"]
             ax_kl.plot([p[0] for p in pts], [p[1] for p in pts], **kw)
             ax_cf.plot([p[0] for p in pts], [p[2] for p in pts], **kw)
@@ -528,9 +529,10 @@ def plot_kl(doc: dict[str, Any], path: Path) -> None:
         for ax in (ax_kl, ax_cf):
             ax.set_xlabel("env steps")
             ax.grid(alpha=0.3)
-        ax_kl.legend(fontsize=7)
-    fig.tight_layout()
-    harness.save_figure(fig, path, dpi=90)
+    drawn = sorted({r["arm"] for r in runs}, key=arms.index)
+    handles = [Line2D([], [], color=f"C{arms.index(a)}", lw=2, label=a) for a in drawn]
+    plot_style.legend_below(fig, handles, ncols=min(4, len(handles)))
+    plot_style.save(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -554,6 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps compare, command times do not)",
     )
     args = p.parse_args(argv)
+    bench_run = harness.Run("variants", argv)
     study = STUDIES[args.study]
     tasks = learning._csv_list(args.tasks) if args.tasks else list(study["tasks"])
     arms = learning._csv_list(args.arms) if args.arms else list(study["arms"])
@@ -584,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
             doc["runs"] = [
                 r for r in doc["runs"] if (r["task"], r["arm"], r["actors"], r["seed"]) != job.key
             ] + [rec]
-            save(doc, args.out)
+            save(doc, args.out, bench_run)
         print(f"    {job.name}: {'ok' if rec['ok'] else 'FAILED: ' + str(rec['error'])[:200]}",
               flush=True)  # fmt: skip
 

@@ -272,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         args.runs, args.mlp_publishes, args.cnn_publishes = 1, 10, 5
     load_before = harness.load1()
     with harness.BenchLock(args.lock), tempfile.TemporaryDirectory(prefix="ppomq-bench-") as tmp:
+        run = harness.Run("weights_fanout", argv)
         redis_proc, url = _start_redis(tmp)
         try:
             cases = [  # (label, target key, shapes, publishes per run, client sha256)
@@ -304,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(_markdown(doc))
     if not args.quick:
-        harness.write_results(harness.RESULTS, "weights", doc, _markdown(doc))
+        harness.write_results(harness.RESULTS, "weights", doc, _markdown(doc), run)
     # The targets apply to the default configuration; the client-sha256 row is diagnostic.
     return 0 if all(r["meets_target"] for r in results if not r["client_sha256"]) else 1
 

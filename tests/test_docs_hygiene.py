@@ -63,6 +63,17 @@ def dates_and_hashes(text: str) -> list[str]:
     return found
 
 
+# pytest's closing line ("1083 passed, 5 skipped ... in 221.64s"): the suite's own counts
+# and time, which every added test makes stale.
+SUITE_COUNTS = re.compile(r"\b\d[\d,]* (passed|failed|skipped|deselected)(,| in \d)")
+
+
+def suite_counts(text: str) -> list[str]:
+    """Lines quoting the test suite's counts, fenced blocks included (a pasted `make test`)."""
+    return [f"{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1)
+            if SUITE_COUNTS.search(line)]  # fmt: skip
+
+
 def broken_links(path: Path) -> list[str]:
     """Relative links of a Markdown file (outside fenced blocks) whose file is missing."""
     broken = []
@@ -104,6 +115,18 @@ def test_no_dates_or_commit_hashes_outside_the_benchmark_records(path: Path):
     )
 
 
+@pytest.mark.parametrize(
+    "path", [p for p in user_documents() if BENCHMARKS not in p.parents], ids=_rel
+)
+def test_no_document_quotes_the_test_suites_counts(path: Path):
+    """Outside the benchmark records, which report one run's tests as measured."""
+    found = suite_counts(path.read_text())
+    assert not found, (
+        f"{_rel(path)} quotes the suite's counts or time, stale at the next test added "
+        f"(say how to get them: pytest's last line): {found}"
+    )
+
+
 @pytest.mark.parametrize("path", [README, K8S_README], ids=_rel)
 def test_relative_links_name_files_that_exist(path: Path):
     found = broken_links(path)
@@ -117,6 +140,10 @@ def test_the_checks_see_what_they_are_for(tmp_path: Path):
     dated = "run of 2026-11-24 at 093efd0\n```\ncreated 2026-11-24 02:07:19 eb5591c35e1f\n```\n"
     assert dates_and_hashes(dated) == ["1: date 2026-11-24", "1: hash 093efd0"]
     assert dates_and_hashes("sha256, 1,000,000 steps, a facade, 20261126") == []
+    assert suite_counts("```\n1,083 passed, 5 skipped in 221.64s\n```\n") == [
+        "2: 1,083 passed, 5 skipped in 221.64s"
+    ]
+    assert suite_counts("the test passed 3 of 3 times; 1 failed (a child that crashes)") == []
     (tmp_path / "there.md").write_text("")
     page = tmp_path / "page.md"
     page.write_text("[a](there.md#x) [b](gone.md) [c](https://x.org/gone) [d](#top)\n"

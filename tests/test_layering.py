@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+import tools.architecture
 from tools.architecture import ALLOWED, REPO, diagrams, floor, imports, modules
 
 MODULES = modules()
@@ -74,6 +75,35 @@ def test_architecture_doc_holds_the_diagrams_drawn_from_the_imports() -> None:
         )
         assert found, f"docs/concepts/architecture.md lacks the {name} diagram's markers"
         assert found.group(1) == block, (
-            f"docs/concepts/architecture.md's {name} diagram is not the code's: paste the output "
-            "of `python -m tools.architecture` in"
+            f"docs/concepts/architecture.md's {name} diagram is not the code's: run "
+            "`python -m tools.architecture --write`"
         )
+
+
+def test_architecture_write_redraws_stale_blocks_of_the_page(tmp_path, monkeypatch) -> None:
+    current = (REPO / "docs" / "concepts" / "architecture.md").read_text()
+    stale = re.sub(r"(<!-- runtime diagram: [^\n]*\n).*?(<!-- end runtime)", r"\1old\n\2",
+                   current, flags=re.S)  # fmt: skip
+    assert stale != current
+    page = tmp_path / "architecture.md"
+    page.write_text(stale)
+    monkeypatch.setattr(tools.architecture, "DOC", page)
+    assert tools.architecture.main(["--write"]) == 0
+    assert page.read_text() == current
+    assert tools.architecture.main(["--write"]) == 0
+    assert page.read_text() == current
+
+
+def test_architecture_write_refuses_a_page_without_the_markers(tmp_path, monkeypatch, capsys):
+    page = tmp_path / "architecture.md"
+    page.write_text("# Architecture\n")
+    monkeypatch.setattr(tools.architecture, "DOC", page)
+    assert tools.architecture.main(["--write"]) == 1
+    assert "lacks the markers of the runtime diagram" in capsys.readouterr().err
+    assert page.read_text() == "# Architecture\n"
+
+
+def test_runtime_diagram_draws_only_socket_types_the_code_creates() -> None:
+    assert tools.architecture._socket("ROUTER", "services/weightserver/server.py") == "ROUTER"
+    with pytest.raises(ValueError, match=r"creates no zmq\.REP socket"):
+        tools.architecture._socket("REP", "services/weightserver/server.py")

@@ -17,11 +17,11 @@ Every runner writes RUN_DIR/result.json (`write_result`), which benchmarks/learn
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 from typing import Any
-
-from benchmarks.harness import write_json
 
 RESULT_FILE = "result.json"
 MEAN_WINDOW = 20  # "final return" = the mean of the last 20 training episodes
@@ -50,5 +50,7 @@ class EpisodeLog:
 def write_result(run_dir: str | Path, doc: dict[str, Any]) -> Path:
     """RUN_DIR/result.json, written whole (a reader never sees half a file)."""
     path = Path(run_dir) / RESULT_FILE
-    write_json(path, doc)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)
     return path

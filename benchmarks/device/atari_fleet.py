@@ -168,9 +168,9 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save(doc: dict[str, Any], out: Path) -> None:
+def save(doc: dict[str, Any], out: Path, bench_run: harness.Run) -> None:
     doc["meta"].update(date=harness.utc_now(), load_after=harness.loadavg())
-    harness.write_results(out, "atari_fleet", doc, markdown(doc))
+    harness.write_results(out, "atari_fleet", doc, markdown(doc), bench_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -186,6 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=WORKDIR)
     harness.add_lock_option(p, default=harness.LOCK_PATH)
     args = p.parse_args(argv)
+    bench_run = harness.Run("device.atari_fleet", argv)
     arms = [a for a in args.arms.split(",") if a]
     if bad := [a for a in arms if a not in ("preset", "fleet")]:
         p.error(f"--arms: unknown {bad}; choose from preset, fleet")
@@ -217,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rec = run_arm(arm, bpv, rnd, args)
         rec["num_envs"] = 4 if arm == "preset" else 8
         doc["runs"].append(rec)
-        save(doc, args.out)
+        save(doc, args.out, bench_run)
         state = "ok" if rec["ok"] else f"FAILED: {rec['error']}"
         print(
             f"[{i}/{len(plan)}] {name}: {_f(rec.get('command_s'), '{:.1f}')} s, "
@@ -226,7 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
     if not doc["runs"]:
-        save(doc, args.out)
+        save(doc, args.out, bench_run)
     return 0
 
 

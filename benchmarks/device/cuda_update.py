@@ -143,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--updates", type=int, default=10, help="timed updates per cell, at most")
     p.add_argument("--cell-s", type=float, default=4.0, help="timing budget per cell")
     args = p.parse_args(argv)
+    bench_run = harness.Run("device.cuda_update", argv)
     devices = [d for d in args.devices.split(",") if d]
     cases = [c for c in args.cases.split(",") if c]
     if bad := [d for d in devices if d not in DEVICES]:
@@ -160,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "cases": run(cases, devices, cpu_all_cases, args.updates, args.cell_s),
     }
-    print(harness.write_results(args.out, "cuda_update", doc, markdown(doc)))
+    print(harness.write_results(args.out, "cuda_update", doc, markdown(doc), bench_run))
     return 0
 
 

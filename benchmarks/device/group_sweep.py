@@ -265,10 +265,10 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save(doc: dict[str, Any], out: Path) -> None:
+def save(doc: dict[str, Any], out: Path, bench_run: harness.Run) -> None:
     ratios(doc["runs"])
     doc["meta"].update(date=harness.utc_now(), load_after=harness.loadavg())
-    harness.write_results(out, "group_sweep", doc, markdown(doc))
+    harness.write_results(out, "group_sweep", doc, markdown(doc), bench_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -283,6 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=WORKDIR)
     harness.add_lock_option(p, default=harness.LOCK_PATH)
     args = p.parse_args(argv)
+    bench_run = harness.Run("device.group_sweep", argv)
     tasks = [t for t in args.tasks.split(",") if t]
     if bad := [t for t in tasks if t not in TASKS]:
         p.error(f"--tasks: unknown {bad}; choose from {list(TASKS)}")
@@ -310,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if why := learners_flag():
         doc["not_available"] = why
-        save(doc, args.out)
+        save(doc, args.out, bench_run)
         print(f"group sweep not run: {why}", flush=True)
         return 0
     arms = plan(tasks, learners, args.cuda_reference)
@@ -322,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         rec = run_arm(arm, args.actors, args.duration_s, args.workdir, args.lock)
         doc["runs"].append(rec)
-        save(doc, args.out)
+        save(doc, args.out, bench_run)
         state = "ok" if rec["ok"] else f"FAILED: {rec['error']}"
         print(
             f"[{i}/{len(arms)}] {arm.name}: {_f(rec.get('command_s'), '{:.1f}')} s, "
@@ -331,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"split {_split(rec)}, {state}",
             flush=True,
         )
-    save(doc, args.out)
+    save(doc, args.out, bench_run)
     print(markdown(doc))
     return 0 if all(r["ok"] for r in doc["runs"]) else 1
 

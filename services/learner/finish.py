@@ -46,20 +46,25 @@ def save_final_weights(path: Path, policy: Policy, meta: dict[str, Any]) -> None
 
 class EvaluationBeat:
     """The evaluation's `learner.evaluate` events: one as it starts, then one every
-    EVAL_BEAT_S while it runs (its `progress` callback), so that the launcher waits for a
-    long evaluation and still tells a learner that hangs."""
+    EVAL_BEAT_S while it runs (its `progress` callback), so that the launcher shows its
+    progress, waits for a long evaluation, and still tells a learner that hangs."""
 
-    def __init__(self, events: EventWriter, episodes: int) -> None:
+    def __init__(self, events: EventWriter, episodes: int, limit_s: float) -> None:
         self.events = events
         self.episodes = episodes
-        self.last = time.monotonic()
-        events.emit("learner.evaluate", episodes=episodes, done=0, steps=0)
+        self.limit_s = limit_s
+        self.start = self.last = time.monotonic()
+        events.emit("learner.evaluate", episodes=episodes, done=0, steps=0, elapsed_s=0.0,
+                    limit_s=limit_s)  # fmt: skip
 
     def __call__(self, done: int, steps: int) -> None:
         now = time.monotonic()
         if now - self.last >= EVAL_BEAT_S:
             self.last = now
-            self.events.emit("learner.evaluate", episodes=self.episodes, done=done, steps=steps)
+            self.events.emit(
+                "learner.evaluate", episodes=self.episodes, done=done, steps=steps,
+                elapsed_s=round(now - self.start, 1), limit_s=self.limit_s,
+            )  # fmt: skip
 
 
 def finish_run(
@@ -94,23 +99,30 @@ def finish_run(
         lambda: save_final_weights(run_dir / "final_weights.pt", policy, meta),
         run_dir,
     )
-    eval_return = None
-    if settings.eval_episodes > 0 and not (stop is not None and stop.fast):
-        log.info("final evaluation: %d greedy episodes", settings.eval_episodes)
-        beat = EvaluationBeat(events or EventWriter(None, "learner"), settings.eval_episodes)
-        try:
-            eval_return = evaluate_policy(
-                policy,
-                settings.env_id,
-                episodes=settings.eval_episodes,
-                seed=settings.seed + 10_000,
-                progress=beat,
-            )
-        except FastStop:
-            log.info("final evaluation skipped: stopping fast")
-        except Exception:  # a trained run's summary must not be lost to its evaluation
-            log.exception("final evaluation failed; summary.json says final_eval_return null")
+    # Training's time, not the evaluation's: the summary's SPS is what the run trained at.
     wall = run.wall_s
+    evaluation = None
+    if settings.eval_episodes > 0 and not (stop is not None and stop.fast):
+        log.info("final evaluation: %d greedy episodes, at most %g s",
+                 settings.eval_episodes, settings.eval_timeout_s)  # fmt: skip
+        beat = EvaluationBeat(
+            events or EventWriter(None, "learner"), settings.eval_episodes, settings.eval_timeout_s
+        )
+        # The learner is busy, not waiting for the actors: their silence meanwhile is none.
+        with loop.receiving.busy():
+            try:
+                evaluation = evaluate_policy(
+                    policy,
+                    settings.env_id,
+                    episodes=settings.eval_episodes,
+                    seed=settings.seed + 10_000,
+                    time_limit_s=settings.eval_timeout_s,
+                    progress=beat,
+                )
+            except FastStop:
+                log.info("final evaluation skipped: stopping fast")
+            except Exception:  # a trained run's summary must not be lost to its evaluation
+                log.exception("final evaluation failed; summary.json says final_eval_return null")
     phases = dict(run.phase_totals)
     # A learner group's counters are the sums over its ranks, its actors every rank's.
     counts = loop.counts()
@@ -160,7 +172,19 @@ def finish_run(
         "started_unix": round(run.start_unix, 6),
         "resumed_wall_s": round(run.wall_offset, 3),
         "final_mean_return_20": run.recorder.mean_return,
-        "final_eval_return": eval_return,
+        "final_eval_return": None if evaluation is None else evaluation.mean_return,
+        # The evaluation apart from training: its episodes, steps and seconds, and whether
+        # its time bound (--eval-timeout-s) cut it short. None: it did not run.
+        "final_eval": None
+        if evaluation is None
+        else {
+            "episodes": evaluation.episodes,
+            "episodes_asked": evaluation.episodes_asked,
+            "steps": evaluation.steps,
+            "seconds": round(evaluation.seconds, 3),
+            "cut_short": evaluation.cut_short,
+            "mean_return": evaluation.mean_return,
+        },
         "episodes": run.recorder.episodes,
         # Ended in accepted batches, but started where the learner did not see (a batch
         # lost in flight, a learner restart): not in any figure above.

@@ -16,6 +16,7 @@ from typing import Any
 
 from ppomq import __version__
 from ppomq.core.errors import UsageError, UserError
+from ppomq.core.log import install_plain_warnings
 
 # Subcommand modules, in the order `ppomq --help` lists them. Each has register(subparsers).
 COMMAND_MODULES = (
@@ -34,6 +35,9 @@ COMMAND_MODULES = (
 
 class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, add_arguments: Callable[[Any], None] | None = None, **kw: Any):
+        # Flags are matched whole: a prefix (`--total-step`) or a typo of one is an error,
+        # not a silent match of whichever flag it begins.
+        kw.setdefault("allow_abbrev", False)
         super().__init__(*args, **kw)
         self._add_arguments = add_arguments
 
@@ -79,6 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ppomq.core.store.connect import hide_secrets_in_title
 
         hide_secrets_in_title()  # `ps` shows --redis-url and the like without the password
+    install_plain_warnings()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

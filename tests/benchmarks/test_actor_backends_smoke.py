@@ -20,7 +20,7 @@ def test_envpool_is_left_out_with_a_note_exactly_when_it_is_not_installed():
     installed = importlib.util.find_spec("envpool") is not None
     assert ("envpool" in skipped) is not installed
     if not installed:
-        assert "pip install 'ppomq[envpool]'" in skipped["envpool"]
+        assert "pip install -e '.[envpool]'" in skipped["envpool"]
     kept = {b for _, _, _, b in ab.configs([BREAKOUT], [1], ["gymnasium", "ale", "envpool"],
                                              ["raw"])}  # fmt: skip
     assert kept == {"gymnasium", "ale"} | ({"envpool"} if installed else set())

@@ -19,7 +19,7 @@ def test_quick_run_writes_json_and_markdown(tmp_path):
                     "--out", str(out), "--workdir", str(tmp_path / "runs")])  # fmt: skip
     assert code == 0
     doc = json.loads((out / "actor_efficiency.json").read_text())
-    assert set(doc) == {"meta", "summary", "system_runs", "alone_runs"}
+    assert set(doc) == {"run", "meta", "summary", "system_runs", "alone_runs"}
     s = doc["summary"]["no-flow-control"]
     for key in ("system_sps", "alone_sps", "end_to_end_ratio"):
         assert isinstance(s[key], float) and math.isfinite(s[key]) and s[key] > 0, key

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import harness
 from benchmarks import learning as bench
 from benchmarks.contenders.mujoco_common import EpisodeLog, write_result
 
@@ -144,7 +145,9 @@ def test_atari_goal_compares_wall_with_sb3_and_time_to_return_with_sample_factor
         atari("sf", 1, 900.0, 10.0, 600.0),
         atari("sf", 2, 1100.0, 12.0, 700.0),
     ]
-    paths = bench.save({"mode": "atari", "runs": runs, "invocations": ["x"]}, tmp_path)
+    paths = bench.save(
+        {"mode": "atari", "runs": runs, "invocations": ["x"]}, tmp_path, harness.Run("learning", [])
+    )
     assert paths["json"].name == "atari_learning.json"
     md = paths["md"].read_text()
     assert "# Atari side by side" in md
@@ -178,7 +181,8 @@ def test_memory_runs_the_same_ppomq_command_with_the_lstm_and_the_mlp(tmp_path: 
 
     runs = [run("ppomq-lstm", 1, 200_000, 480.0), run("ppomq-lstm", 2, None, 300.0),
             run("ppomq-mlp", 1, None, 60.0)]  # fmt: skip
-    md = bench.save({"mode": "memory", "runs": runs, "invocations": ["x"]}, tmp_path)["md"]
+    run = harness.Run("learning", [])
+    md = bench.save({"mode": "memory", "runs": runs, "invocations": ["x"]}, tmp_path, run)["md"]
     text = md.read_text()
     assert md.name == "masked_cartpole.md"
     assert "- ppomq LSTM: reached 475 in 1 of 2 seeds (at 200,000 env steps)" in text
@@ -197,7 +201,7 @@ def test_merge_replaces_a_job_and_resume_skips_only_ok_runs() -> None:
 
 def test_summary_ratios_and_table(tmp_path: Path) -> None:
     doc = {"mode": "side-by-side", "runs": _side_by_side_runs(), "invocations": ["x"]}
-    paths = bench.save(doc, tmp_path)
+    paths = bench.save(doc, tmp_path, harness.Run("learning", []))
     assert set(paths) == {"json", "md", "png"}
     (entry,) = json.loads(paths["json"].read_text())["summary"]
     assert list(entry["contenders"]) == ["ppomq", "cleanrl", "sb3"]  # ppomq first

@@ -34,3 +34,8 @@ def test_each_section_is_what_the_command_prints_in_a_terminal_of_that_width():
                              capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
         assert res.returncode == 0, res.stderr
         assert res.stdout == texts[path], path
+
+
+def test_cli_reference_page_fits_80_columns():
+    wide = [line for line in PAGE.read_text().splitlines() if len(line) > 80]
+    assert not wide, f"{len(wide)} lines of docs/reference/cli.md are wider than 80: {wide[:3]}"

@@ -133,3 +133,14 @@ def test_a_file_that_is_not_torch_at_all_is_one_line(tmp_path):
     result = _ppomq("eval", "--weights", str(junk))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert str(junk) in result.stderr and "not a ppomq weights file" in result.stderr
+
+
+def test_a_run_dir_without_final_weights_points_to_exporting_its_newest_version(tmp_path):
+    """A live run (or one stopped before its end) has no final_weights.pt: the error names
+    the commands that evaluate what it has, not just the missing file."""
+    result = _ppomq("eval", "--run-dir", str(tmp_path))
+    assert result.returncode != 0
+    (line,) = result.stderr.splitlines()
+    assert "no final_weights.pt yet" in line
+    assert f"ppomq weights export --run-dir {tmp_path} latest -o latest.pt" in line
+    assert "ppomq eval --weights latest.pt" in line

@@ -15,7 +15,7 @@ import time
 import pytest
 import redis
 
-from ppomq.commands.status import read_status
+from ppomq.commands.status import actor_cells, read_status
 from ppomq.core.store.keys import RunKeys
 
 RUN = "status-test"
@@ -133,6 +133,9 @@ def test_a_finished_runs_actors_are_aged_from_its_last_update_not_from_now(redis
     assert [a["actor_id"] for a in at_end["actors"]] == ["a0-222-bbbbbb", "a1-333-cccccc"]
     assert at_end["actors"][0]["last_seen_s_ago"] == 0.5
     assert at_end["status_age_s"] >= hour
+    # The table says when, from now: "0.5 s" read as "just now" of a run an hour over.
+    cells = actor_cells(at_end["actors"], time.time())
+    assert [row[1] for row in cells] == ["1.0 h ago", "1.0 h ago"]
 
 
 def test_a_thousand_tracked_ids_are_summarised_not_listed(redis_client, redis_url):

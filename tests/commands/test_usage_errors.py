@@ -36,3 +36,13 @@ def test_a_subcommand_flag_error_names_that_command_once():
     (line,) = res.stderr.splitlines()
     assert line.startswith("ppomq: error: ") and line.count("ppomq:") == 1, line
     assert "--device" in line and line.endswith("(see ppomq learner --help)"), line
+
+
+def test_a_prefix_of_a_flag_is_refused_not_taken_for_it():
+    """argparse's prefix matching took `--total-step 30000` for --total-steps and trained a
+    whole run on a typo's word."""
+    res = subprocess.run([sys.executable, "-m", "ppomq.cli", "train", "--total-step", "3000"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert res.returncode == 2
+    (line,) = res.stderr.splitlines()
+    assert "unrecognized arguments: --total-step 3000" in line, line

@@ -127,3 +127,35 @@ def test_learning_curve_png_from_episodes(tmp_path: Path):
     (tmp_path / "episodes.csv").write_text("env_steps,wall_s,return,length\n64,0.1,12.0,12\n")
     with Image.open(plot_learning_curve(tmp_path)) as png:
         assert png.size == (700, 400) and _pixels_of(png, CURVE_POINTS) > 5
+
+
+def test_the_finished_log_lists_this_launchs_phases_in_time_order(tmp_path: Path):
+    """The children's phases are learnt at the end, after later launcher phases were
+    written: the finished log is in time order all the same, an earlier launch's lines
+    kept as they were."""
+    log = tmp_path / "launcher.log"
+    log.write_text("an earlier launch's line\n")
+    events_path = tmp_path / EVENTS_FILE
+    tl = Timeline(log, EventWriter(events_path, "launcher"), start=1000.0)
+    tl.mark("children forked", 1001.0)
+    EventWriter(events_path, "learner").emit("learner.ready", t=1001.5, version=0, env_steps=0)
+    tl.mark("stop", 1005.0)
+    tl.mark("exit", 1006.0)
+    tl.finish(tmp_path)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "an earlier launch's line"
+    phases = [line.split(" s  ", 1)[1] for line in lines[1:-1]]
+    assert phases == ["command start", "children forked", "learner ready", "stop", "exit"]
+    times = [float(line.split()[0]) for line in lines[1:-1]]
+    assert times == sorted(times)
+
+
+def test_one_exit_seen_by_its_watcher_and_by_the_stop_is_marked_once(tmp_path: Path):
+    tl = Timeline(tmp_path / "launcher.log", EventWriter(None, "launcher"), start=time.time())
+    learner, restarted = object(), object()
+    tl.mark_exit("learner exited", learner)  # its watcher thread
+    tl.mark_exit("learner exited", learner)  # the stop path, for the same process
+    tl.mark_exit("learner exited", restarted)  # a new process's exit is its own
+    tl.finish(tmp_path)
+    lines = (tmp_path / "launcher.log").read_text().splitlines()
+    assert sum(line.endswith("  learner exited") for line in lines) == 2

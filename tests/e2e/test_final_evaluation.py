@@ -162,3 +162,27 @@ def test_an_evaluation_that_stops_saying_it_goes_on_is_a_hang_and_ends_the_run(t
     assert code == 1, run.output
     assert f"final evaluation said nothing for {EVAL_SILENT_S:.0f} s (it hangs)" in run.output
     assert not learner.is_running() or learner.status() == psutil.STATUS_ZOMBIE
+
+
+def test_the_evaluation_ends_at_its_time_bound_and_its_time_is_not_trainings(tmp_path):
+    """A greedy evaluation as long as Pong's (71 s with no bound, no progress) ends at
+    --eval-timeout-s, says so, and the done line's time and SPS are training's."""
+    run_dir = tmp_path / "run"
+    out = subprocess.run(
+        [*PPOMQ, "train", *TINY, "--eval-episodes", "1000", "--eval-timeout-s", "4",
+         # Shorter than the evaluation: its time would read as the actors' silence.
+         "--actor-timeout-s", "1", "--run-dir", str(run_dir)],
+        capture_output=True, text=True, timeout=240, env=_env(),
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "at most 4 s (--eval-episodes, --eval-timeout-s" in out.stdout
+    summary = json.loads((run_dir / "summary.json").read_text())
+    ev = summary["final_eval"]
+    assert ev["cut_short"] and ev["episodes_asked"] == 1000 and ev["episodes"] < 1000
+    assert 4.0 <= ev["seconds"] < 4.0 + 10.0
+    assert f"over {ev['episodes']} of 1000 greedy episodes (the time bound" in out.stdout
+    # Training's wall time ends where the evaluation begins (final weights written).
+    weights_at = (run_dir / "final_weights.pt").stat().st_mtime
+    assert summary["started_unix"] + summary["wall_seconds"] <= weights_at + 0.5
+    learner_log = (run_dir / "logs" / "learner.log").read_text()
+    assert "silent for" not in learner_log  # the learner was busy, not its actors quiet

@@ -172,4 +172,4 @@ def test_no_redis_server_to_read_a_finished_run_is_one_line_naming_the_fix(finis
          str(finished_run)],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
-    _one_line_error(out, 1, "pip install 'ppomq[local]'")
+    _one_line_error(out, 1, "pip install -e '.[local]' in the ppomq clone")

@@ -217,17 +217,18 @@ def test_a_signal_stops_every_process_leaves_a_summary_and_exits_128_plus_it(tmp
     """Ctrl-C (SIGINT to the terminal's whole group) or a scheduler's SIGTERM (to the
     launcher alone): a warm stop, and the exit code says the run was interrupted (130,
     143), so `ppomq train && ppomq eval` or a scheduler does not take it for finished."""
-    run_dir = tmp_path / "int"
     proc = subprocess.Popen(
-        [*PPOMQ, "train", "--total-steps", "0", "--run-dir", str(run_dir), *SMALL],
+        [*PPOMQ, "train", "--total-steps", "0", *SMALL],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
-        start_new_session=True,
+        start_new_session=True, cwd=tmp_path,
         # As from a terminal: a suite started in the background (`&`, nohup) hands its
         # children SIGINT ignored, and then Ctrl-C rightly does nothing.
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
-        progress = run_dir / "progress.csv"
+        wait_until(lambda: list(tmp_path.glob("runs/*/progress.csv")), 60, "a run dir")
+        (progress,) = tmp_path.glob("runs/*/progress.csv")
+        run_dir = progress.parent.relative_to(tmp_path)  # as the launcher names it
         wait_until(lambda: _rows(progress) >= 2, 60, "2 updates in progress.csv")
         if sig == signal.SIGINT:
             os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C does: the whole group
@@ -239,10 +240,17 @@ def test_a_signal_stops_every_process_leaves_a_summary_and_exits_128_plus_it(tmp
             proc.kill()
     assert proc.returncode == 128 + sig, output
     assert "Traceback" not in output
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = json.loads((tmp_path / run_dir / "summary.json").read_text())
     assert summary["versions"] == _rows(progress)  # a row per version, the last one too
+    # It says it stopped short, and the command that goes on with it (no --run-dir given:
+    # the one the launcher made, which a new run without it would not reuse).
+    assert "\nstopped before the run's end: " in output and "\ndone: " not in output
+    resume = f"resume it with: ppomq train --total-steps 0 {' '.join(SMALL)} --run-dir {run_dir}"
+    assert resume in output.splitlines(), output
+    assert "  run dir size: " in output and "--keep-versions" in output
+    assert not (tmp_path / run_dir / ".lock").exists()  # released with the run, the file too
     # Nothing of the run is left behind: no process still holds its log files open.
-    cfg = json.loads((run_dir / "settings.json").read_text())
+    cfg = json.loads((tmp_path / run_dir / "settings.json").read_text())
     with pytest.raises(redis.ConnectionError):
         redis.Redis.from_url(cfg["redis_url"], socket_connect_timeout=1).ping()
 

@@ -69,3 +69,35 @@ def test_another_env_in_a_run_dir_is_refused_in_one_line_and_changes_nothing(tmp
     assert "--env-id CartPole-v1" in text
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".lock") == before
     RunDirLock(tmp_path, holder="after").release()  # the refused launch let go of it
+
+
+def test_a_released_lock_leaves_no_file_and_the_dir_can_be_locked_again(tmp_path: Path) -> None:
+    lock = RunDirLock(tmp_path, holder="first")
+    assert (tmp_path / ".lock").exists()
+    lock.release()
+    assert not (tmp_path / ".lock").exists()  # a run dir at rest holds only the run
+    RunDirLock(tmp_path, holder="second").release()
+
+
+def test_a_lock_taken_on_a_file_its_holder_removed_is_taken_again_on_the_new_file(
+    tmp_path: Path,
+) -> None:
+    """The race of removing the file: a second process opened the old file before the
+    first released it, and locks it after. That lock guards nothing: it must take the file
+    at the path instead, or two runs would each hold "the" lock."""
+    import os
+
+    first = RunDirLock(tmp_path, holder="first")
+    stale = os.open(tmp_path / ".lock", os.O_RDWR)  # opened before the release
+    first.release()
+    third = RunDirLock(tmp_path, holder="third")  # made and locked the new file
+    try:
+        import fcntl
+
+        fcntl.flock(stale, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the old inode: free to lock
+        assert not third._same_file(stale)
+        with pytest.raises(UsageError):
+            RunDirLock(tmp_path, holder="fourth")  # the path's file is still held
+    finally:
+        os.close(stale)
+        third.release()

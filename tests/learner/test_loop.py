@@ -455,6 +455,35 @@ def test_the_final_evaluation_says_on_the_event_stream_that_it_runs(tmp_path, re
     assert json.loads((tmp_path / "summary.json").read_text())["final_eval_return"] is not None
 
 
+def test_the_final_evaluation_is_bounded_timed_apart_and_no_actor_silence(
+    tmp_path, redis_url, caplog
+):
+    """An evaluation as long as Pong's used to be counted in the run's time (its SPS fell
+    to a third) and as every actor's silence; now it ends at --eval-timeout-s, its time is
+    its own, and the actors' silence clock stands still while it runs."""
+    from ppomq.learner.finish import finish_run
+
+    timeout = 0.25
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=2, actor_timeout_s=timeout,
+        eval_episodes=100_000, eval_timeout_s=1.0,
+    )  # fmt: skip
+    for seq, actor in enumerate("ab"):
+        batches.put(_sample(runner, inference, actor, 5, seq))
+    assert loop.step(WarmStop())
+    trained_s = loop.run.wall_s
+    finish_run(loop, loop.s, threshold=None)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    ev = summary["final_eval"]
+    assert ev["cut_short"] and 0 < ev["episodes"] < 100_000 and ev["episodes_asked"] == 100_000
+    assert 1.0 <= ev["seconds"] < 10.0  # what makes the test: 4 actor timeouts and more
+    assert summary["final_eval_return"] == ev["mean_return"] is not None
+    assert summary["wall_seconds"] < trained_s + 0.5  # training's time, not the evaluation's
+    sps = summary["total_env_steps"] / summary["wall_seconds"]
+    assert summary["sps"] == pytest.approx(sps, rel=0.01)  # the time rounded to 1 ms
+    assert "silent" not in caplog.text
+
+
 @pytest.mark.parametrize("actors", [1, 2, 4])
 def test_update_size_is_the_setting_whatever_number_of_actors_is_live(tmp_path, redis_url, actors):
     # Run-ahead actors (batches_per_version 0): every update is batch_samples (4 batches

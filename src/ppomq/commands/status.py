@@ -52,6 +52,7 @@ def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str,
         return {
             "actor_id": actor_id,
             "last_seen_s_ago": round(now - float(a["last_seen"]), 1),
+            "last_seen_unix": float(a["last_seen"]),
             # None: no batch of this actor got past the door (its ledger row says why).
             "policy_version": None if a["policy_version"] is None else int(a["policy_version"]),
             "policy_age": None
@@ -222,17 +223,7 @@ def _run(args: argparse.Namespace) -> int:
     recent = status["actors"]
     shown = recent if args.all else recent[: args.top]
     print(_actors_line(status, len(shown), persisted=source == PERSISTED))
-    print_table(
-        ["actor", "last seen", "policy v", "age", "batches", "sent", "accepted", "surplus",
-         "rejected", "lost"],
-        [
-            [a["actor_id"], f"{a['last_seen_s_ago']:.1f} s", _dash(a["policy_version"]),
-             _dash(a["policy_age"]), a["batches"], "-" if a["sent"] is None else a["sent"],
-             a["accepted"], a["surplus"], a["rejected"], a["lost_in_flight"]]
-            for a in shown
-        ],
-        right={1, 2, 3, 4, 5, 6, 7, 8},
-    )  # fmt: skip
+    print_table(ACTOR_COLUMNS, actor_cells(shown, time.time()), right={1, 2, 3, 4, 5, 6, 7, 8})
     if len(shown) < len(recent):
         print(f"{len(recent) - len(shown):,} more heard from within {args.forget_after_s:g} s "
               "not shown (--top N, --all)")  # fmt: skip
@@ -246,6 +237,33 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+ACTOR_COLUMNS = ["actor", "last seen", "policy v", "age", "batches", "sent", "accepted",
+                 "surplus", "rejected", "lost"]  # fmt: skip
+
+
+def actor_cells(rows: list[dict[str, Any]], now: float) -> list[list[Any]]:
+    """The actor table's cells; `last seen` counted back from `now`, whatever the rows'
+    `last_seen_s_ago` counts from (a finished run's: its last update)."""
+    return [
+        [a["actor_id"], _ago(now - a["last_seen_unix"]), _dash(a["policy_version"]),
+         _dash(a["policy_age"]), a["batches"], "-" if a["sent"] is None else a["sent"],
+         a["accepted"], a["surplus"], a["rejected"], a["lost_in_flight"]]
+        for a in rows
+    ]  # fmt: skip
+
+
+def _ago(seconds: float) -> str:
+    """How long ago, counted from now (a finished run's actors too: a figure counted from
+    the run's end read as "just now")."""
+    if seconds < 120:
+        return f"{max(seconds, 0.0):.1f} s ago"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min ago"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h ago"
+    return f"{seconds / 86400:.1f} d ago"
+
+
 def _actors_line(status: dict[str, Any], shown: int, *, persisted: bool) -> str:
     """One line of counts over the actor table: every id the learner tracks, how many
     updates wait for (the learner's own count: an id that only sent refused batches is
@@ -254,8 +272,8 @@ def _actors_line(status: dict[str, Any], shown: int, *, persisted: bool) -> str:
     tracked += len(status["unreadable_actors"])
     if persisted:
         return (
-            f"{tracked:,} actor(s) tracked, {len(status['actors']):,} at its end (last seen: "
-            f"before its last update), {shown:,} shown"
+            f"{tracked:,} actor(s) tracked, {len(status['actors']):,} training at its end, "
+            f"{shown:,} shown"
         )
     # A learner of an older release writes no `live_actors`: those heard from lately.
     live = status.get("live_actors", len(status["actors"]))

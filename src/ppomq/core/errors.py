@@ -31,3 +31,13 @@ class StorageFullError(UserError):
     command again resumes the run."""
 
     exit_code = 5
+
+
+def install_hint(extra: str) -> str:
+    """The command that adds optional dependency group `extra`, as a user error names it.
+
+    Every documented install is an editable one from the clone (`make setup`, or
+    `pip install -e '.[local]'`), so the hint is said for the clone; the extra's name is in
+    it too, for an install made another way.
+    """
+    return f"pip install -e '.[{extra}]' in the ppomq clone"

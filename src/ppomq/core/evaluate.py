@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +40,35 @@ def check_fits_env(model: dict[str, Any], env_id: str, obs_space: Any, action_sp
         )
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """What a greedy evaluation measured: the mean return of the episodes it finished
+    (None when none finished in its time bound), how many, in how many env steps and
+    seconds, and whether the time bound cut it short."""
+
+    mean_return: float | None
+    episodes: int
+    episodes_asked: int
+    steps: int
+    seconds: float
+    cut_short: bool
+
+
 def evaluate_policy(
     policy: Policy,
     env_id: str,
     *,
     episodes: int = 20,
     seed: int = 0,
+    time_limit_s: float = 0.0,
     progress: Callable[[int, int], None] | None = None,
-) -> float:
-    """Mean undiscounted return of `episodes` greedy episodes (one env, seeded per episode);
-    Gaussian actions are the mean, clipped to the env's bounds per dimension. `progress`
-    is called after every env step with (episodes finished, env steps taken)."""
+    clock: Callable[[], float] = time.monotonic,
+) -> Evaluation:
+    """`episodes` greedy episodes (one env, seeded per episode); Gaussian actions are the
+    mean, clipped to the env's bounds per dimension. With `time_limit_s` > 0 it stops once
+    that much time has passed, and the mean is over the episodes finished by then (a
+    greedy policy can play one game for minutes: Pong's, or Breakout's that never serves).
+    `progress` is called after every env step with (episodes finished, env steps taken)."""
     from ppomq.core.envs import check_env_id, make_env
 
     check_env_id(env_id)
@@ -57,15 +77,22 @@ def evaluate_policy(
     check_fits_env(policy.spec, env_id, env.observation_space, space)
     fast = policy.inference()  # the actors' numpy path: no module calls per env step
     recurrent = bool(getattr(fast, "recurrent", False))
-    total = 0.0
+    returns: list[float] = []
     steps = 0
+    start = clock()
+    deadline = start + time_limit_s if time_limit_s > 0 else float("inf")
+    cut_short = False
     try:
         for ep in range(episodes):
             obs, _ = env.reset(seed=seed + ep)
             if recurrent:  # each episode from a zero state, carried from step to step
                 state, starts = fast.initial_state(1), np.zeros(1, dtype=bool)
             done = False
+            total = 0.0
             while not done:
+                if clock() >= deadline:
+                    cut_short = True
+                    break
                 if recurrent:
                     greedy, state = fast.greedy(np.asarray(obs)[None], starts, state)
                     action = greedy[0]
@@ -78,9 +105,19 @@ def evaluate_policy(
                 steps += 1
                 if progress is not None:
                     progress(ep + int(done), steps)
+            if cut_short:
+                break
+            returns.append(total)
     finally:
         env.close()
-    return total / max(episodes, 1)
+    return Evaluation(
+        mean_return=sum(returns) / len(returns) if returns else None,
+        episodes=len(returns),
+        episodes_asked=episodes,
+        steps=steps,
+        seconds=clock() - start,
+        cut_short=cut_short,
+    )
 
 
 def load_weights_file(path: str | Path) -> tuple[Policy, dict[str, Any]]:

@@ -75,6 +75,8 @@ SCHEMA: dict[str, EventSpec] = {
             "episodes": ("int", "episodes it plays (--eval-episodes)"),
             "done": ("int", "episodes finished so far"),
             "steps": ("int", "env steps taken so far"),
+            "elapsed_s": ("float", "seconds it has run so far"),
+            "limit_s": ("float", "its time bound (--eval-timeout-s; 0: none)"),
         },
     ),
     "learner.stop": EventSpec(

@@ -5,7 +5,8 @@ RUN_DIR/events.jsonl (ppomq.core.events) and as a line of run_dir/logs/launcher.
 people (so a hung start-up or shutdown shows how far it got). At the end it adds the
 phases only the children know, from their events (learner ready, the actors' first env
 step, the learner's last update), and writes the whole timeline and its overhead to the
-log: command start to first env step, plus last update to exit.
+log: command start to first env step, plus last update to exit. The children's phases
+arrive after the fact, so the finished log is rewritten in time order.
 
     1795387422.615000   +0.000 s  command start
     1795387423.301234   +0.686 s  redis ready
@@ -62,6 +63,9 @@ class Timeline:
         self.marks: dict[str, float] = {}
         self._lock = threading.Lock()
         self._fh: TextIO | None = open(path, "a")  # noqa: SIM115 (closed in finish)
+        self._log_from = self._fh.tell()  # this launch's lines (a resumed run's log goes on)
+        self._lines: list[tuple[float, str]] = []
+        self._exits_marked: set[int] = set()  # id() of each process whose exit is marked
         self.mark("command start", self.t0)
 
     def mark(self, phase: str, at: float | None = None, *, again: bool = False) -> None:
@@ -72,8 +76,19 @@ class Timeline:
         with self._lock:  # the exit watchers mark from their own threads
             self.marks[phase] = at
             if self._fh is not None and not self._fh.closed:
-                self._write(f"{at:.6f} {at - self.t0:+8.3f} s  {phase}\n")
+                line = f"{at:.6f} {at - self.t0:+8.3f} s  {phase}\n"
+                self._lines.append((at, line))
+                self._write(line)
                 self.events.emit("launcher.phase", t=at, phase=phase)
+
+    def mark_exit(self, phase: str, proc: Any) -> None:
+        """Note that `proc` exited as `phase`, once per process: its watcher thread and the
+        stop path may both see the same exit; a restarted process's exit is a new one."""
+        with self._lock:
+            if id(proc) in self._exits_marked:
+                return
+            self._exits_marked.add(id(proc))
+        self.mark(phase, again=True)
 
     def _write(self, line: str) -> None:
         """One line to the log; a full disk loses the line, never the launcher (which
@@ -109,11 +124,20 @@ class Timeline:
                     continue
                 if not wait([proc.sentinel], timeout=0.5):
                     continue
-                self.mark(phase, again=True)
+                self.mark_exit(phase, proc)
                 while child.proc is proc and not self.finished:
                     time.sleep(0.1)  # exited for good, or until its restart
 
         threading.Thread(target=_watch, name=f"timeline-{phase}", daemon=True).start()
+
+    def _rewrite_in_order(self) -> None:
+        """This launch's lines again, sorted by time (the children's phases were written
+        when finish() learnt them, after later launcher phases)."""
+        assert self._fh is not None
+        with contextlib.suppress(OSError):  # a full disk keeps the lines as written
+            self._fh.truncate(self._log_from)
+            self._fh.writelines(line for _, line in sorted(self._lines, key=lambda x: x[0]))
+            self._fh.flush()
 
     @property
     def finished(self) -> bool:
@@ -135,6 +159,7 @@ class Timeline:
         doc = timeline_doc(self.marks)
         with self._lock:
             if self._fh is not None:
+                self._rewrite_in_order()
                 self._write(TIMELINE_PREFIX + json.dumps(doc) + "\n")
                 with contextlib.suppress(OSError):  # a full disk: said by the launcher
                     self._fh.close()

@@ -29,6 +29,9 @@ class EvaluationWatch:
         self.clock = clock
         self.episodes = 0
         self.done = 0
+        self.steps = 0
+        self.elapsed_s = 0.0
+        self.limit_s = 0.0  # its time bound (0: none)
         self.heard_at: float | None = None  # the last word of a running evaluation
 
     def poll(self) -> bool:
@@ -41,6 +44,9 @@ class EvaluationWatch:
             if ev["event"] == "learner.evaluate":
                 self.heard_at = self.clock()
                 self.episodes, self.done = int(ev["episodes"]), int(ev["done"])
+                self.steps = int(ev["steps"])
+                self.elapsed_s = float(ev.get("elapsed_s", 0.0))
+                self.limit_s = float(ev.get("limit_s", 0.0))
                 began = began or int(ev["steps"]) == 0
             elif ev["event"] == "learner.stop":
                 self.heard_at = None  # evaluated (or not), the summary written
@@ -49,6 +55,15 @@ class EvaluationWatch:
     @property
     def running(self) -> bool:
         return self.heard_at is not None
+
+    def line(self) -> str:
+        """The progress line while it runs: episodes and env steps so far, and its time
+        against its bound."""
+        bound = f" of at most {self.limit_s:g} s" if self.limit_s > 0 else ""
+        return (
+            f"final evaluation: {self.done}/{self.episodes} episodes, {self.steps:,} env "
+            f"steps  [{self.elapsed_s:5.1f}s{bound}]"
+        )
 
     def stalled(self) -> bool:
         """A running evaluation that has said nothing for EVAL_SILENT_S."""

@@ -46,9 +46,9 @@ class Progress:
             raw = self.redis.get(self.key)
         except Exception:
             return
-        if not raw:
+        line = current_line(self.launcher.evaluation, raw, now - self.launcher.start_time)
+        if line is None:
             return
-        line = progress_line(json.loads(raw), now - self.launcher.start_time)
         if not interactive:
             print(line, flush=True)
             return
@@ -67,6 +67,17 @@ class Progress:
             self.live = None
 
 
+def current_line(evaluation: Any, raw_status: bytes | None, elapsed_s: float) -> str | None:
+    """The line to show now: the final evaluation's while it runs (the learner trains no
+    more, and its status would repeat the last update's figures), else training's from the
+    learner's status; None before the learner has reported."""
+    if evaluation is not None and evaluation.running:
+        return evaluation.line()
+    if not raw_status:
+        return None
+    return progress_line(json.loads(raw_status), elapsed_s)
+
+
 def progress_line(st: dict[str, Any], elapsed_s: float) -> str:
     """The line for the learner's status `st`, `elapsed_s` into the run."""
     ret = st.get("mean_return_20")
@@ -80,9 +91,11 @@ def progress_line(st: dict[str, Any], elapsed_s: float) -> str:
     )
 
 
-def summary_text(s: dict[str, Any], run_dir: Path) -> str:
+def summary_text(s: dict[str, Any], run_dir: Path, *, stopped: bool = False) -> str:
     """The closing lines of `ppomq train`; a figure the run does not have is said in words,
-    never printed as None."""
+    never printed as None. `stopped`: a stop signal ended the run before its end."""
+    from ppomq.core.evaluation_text import evaluation_words
+
     solved, threshold = s.get("solved_at_env_steps"), s.get("solve_threshold")
     if threshold is None:
         solved_text = "no threshold (the env has none; --target-return sets one)"
@@ -90,15 +103,21 @@ def summary_text(s: dict[str, Any], run_dir: Path) -> str:
         solved_text = f"not solved  (threshold {threshold:g})"
     else:
         solved_text = f"{solved:,} env steps  (threshold {threshold:g})"
-    ev = s.get("final_eval_return")
-    ev_text = "not run" if ev is None else f"{ev:.1f}"
+    ev = s.get("final_eval")
+    if ev is not None:
+        ev_text = evaluation_words(ev, "--eval-timeout-s")
+    elif s.get("final_eval_return") is not None:  # a summary written before final_eval
+        ev_text = f"{s['final_eval_return']:.1f}"
+    else:
+        ev_text = "not run"
+    head = "stopped before the run's end" if stopped else "done"
     return "\n".join(
         [
-            f"done: {s['total_env_steps']:,} env steps in {s['wall_seconds']:.1f} s "
-            f"({s['sps']:,.0f} SPS), {s['versions']} versions",
+            f"{head}: {s['total_env_steps']:,} env steps in {s['wall_seconds']:.1f} s of "
+            f"training ({s['sps']:,.0f} SPS), {s['versions']} versions",
             f"  solved at: {solved_text}",
-            f"  final eval return: {ev_text}  "
-            f"batches accepted {s['batches_accepted']}, rejected {s['batches_rejected']}",
+            f"  final eval return: {ev_text}",
+            f"  batches accepted {s['batches_accepted']}, rejected {s['batches_rejected']}",
             f"  run dir: {run_dir}",
         ]
     )

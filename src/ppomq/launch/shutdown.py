@@ -96,7 +96,9 @@ class Shutdown:
             # Its first stop signal lets the learner evaluate (a warm stop); the next skips it.
             skip = "Ctrl-C skips it" if self.learner_signalled else "Ctrl-C twice skips it"
             episodes = f"{watch.episodes} greedy episode{'s' if watch.episodes != 1 else ''}"
-            note(f"final evaluation: {episodes} of {self.s.env_id} (--eval-episodes; {skip})...")
+            bound = f", at most {watch.limit_s:g} s" if watch.limit_s > 0 else ""
+            note(f"final evaluation: {episodes} of {self.s.env_id}{bound} (--eval-episodes, "
+                 f"--eval-timeout-s; {skip})...")  # fmt: skip
         return watch.running and not watch.stalled()
 
     def _wait_learner(self) -> None:
@@ -147,7 +149,8 @@ class Shutdown:
             if self.hurry_deadline < float("inf"):
                 self.learner.terminate()  # the second Ctrl-C came before the first reached it
             self._wait_learner()  # its final evaluation runs in it
-            mark("learner exited")
+            if timeline is not None:
+                timeline.mark_exit("learner exited", self.learner.proc)
         if self.painter is not None:  # drawn while the other services stop
             self.painter.draw_for(self.run_dir, self.start_time_unix)
         if timeline is not None:  # each exit marked as it happens: who holds the stop up

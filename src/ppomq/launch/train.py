@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shlex
+import shutil
 import signal
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ppomq.core.errors import UserError
@@ -13,6 +18,7 @@ from ppomq.core.settings import AUTO, NO_PRESET, TrainSettings, auto_preset
 from ppomq.launch.dataplane import describe_data_plane
 from ppomq.launch.messages import note
 from ppomq.launch.progress import Progress, summary_text
+from ppomq.launch.run_size import run_dir_size_line
 from ppomq.launch.shutdown import StopSignals, Terminated
 from ppomq.launch.supervisor import Launcher
 
@@ -41,6 +47,27 @@ def resume_line(run_dir: Path) -> str | None:
     except (OSError, ValueError, KeyError, IndexError):
         where = ""  # no rows yet: the checkpoint alone says where
     return f"resuming the run in {run_dir}{where}; pass another --run-dir for a new run"
+
+
+def resume_command(argv: Sequence[str], run_dir: Path) -> str:
+    """The command that goes on with the run in `run_dir`: the one given (`argv`, as
+    sys.argv), its --run-dir set to that dir. The program as typed: `ppomq` where that is
+    the one on PATH."""
+    program = argv[0]
+    on_path = shutil.which("ppomq")
+    same = on_path and os.path.realpath(on_path) == os.path.realpath(program)
+    if same or program.endswith(".py"):  # `python -m ppomq.cli`: argv[0] is the module
+        program = "ppomq"
+    args, rest = [], list(argv[1:])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--run-dir":
+            if rest:
+                rest.pop(0)
+            continue
+        if not arg.startswith("--run-dir="):
+            args.append(arg)
+    return shlex.join([program, *args, "--run-dir", str(run_dir)])
 
 
 def run_train(settings: TrainSettings) -> int:
@@ -108,9 +135,14 @@ def _run(launcher: Launcher, settings: TrainSettings, data_plane: str) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_IGN)
     summary_path = launcher.run_dir / "summary.json"
+    # Stopped by a signal before the run's end: it said so, and how to go on with it.
+    stopped = signals.signum is not None and signals.exit_code() != 0
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
-        print(summary_text(summary, launcher.run_dir), flush=True)
+        print(summary_text(summary, launcher.run_dir, stopped=stopped), flush=True)
+        print(run_dir_size_line(launcher.run_dir, settings.keep_versions), flush=True)
+    if stopped and (launcher.run_dir / CHECKPOINT_FILE).exists():
+        print(f"resume it with: {resume_command(sys.argv, launcher.run_dir)}", flush=True)
     if launcher.failure is not None:
         raise launcher.failure
     if signals.signum is not None:

@@ -210,12 +210,12 @@ def test_an_atari_id_without_ale_py_is_one_line_naming_the_extra(env_id):
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("\n") == 1, out.stdout
     assert f"{env_id} needs a package that is not installed" in out.stdout
-    assert "pip install 'ppomq[atari]'" in out.stdout
+    assert "pip install -e '.[atari]'" in out.stdout
 
 
 def test_an_atari_id_without_opencv_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "cv2", None)
-    with pytest.raises(UsageError, match=r"pip install 'ppomq\[atari\]'") as err:
+    with pytest.raises(UsageError, match=r"pip install -e '\.\[atari\]'") as err:
         make_env("ALE/Pong-v5")
     assert "\n" not in str(err.value)
 
@@ -232,7 +232,7 @@ def test_train_on_an_atari_id_without_ale_py_exits_2_with_one_line(tmp_path):
     )  # fmt: skip
     assert out.returncode == 2, out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "pip install 'ppomq[atari]'" in lines[0], out.stderr
+    assert len(lines) == 1 and "pip install -e '.[atari]'" in lines[0], out.stderr
     assert not (tmp_path / "run").exists()
 
 

@@ -16,7 +16,7 @@ from ppomq.core.envs.envpool import EnvPoolVectorEnv
 from ppomq.core.models import build_model, model_spec_for
 from ppomq.proto import decode, encode
 
-pytest.importorskip("envpool", reason="envpool is not installed (ppomq[envpool])")
+pytest.importorskip("envpool", reason="envpool is not installed (the envpool extra)")
 pytest.importorskip("ale_py", reason="the atari extra (ale-py) is not installed")
 pytest.importorskip("mujoco", reason="the mujoco extra is not installed")
 

@@ -71,7 +71,7 @@ def test_envpool_not_installed_is_one_line_naming_the_extra_and_the_fallback():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("\n") == 1, out.stdout
-    assert "pip install 'ppomq[envpool]'" in out.stdout
+    assert "pip install -e '.[envpool]'" in out.stdout
     assert "--env-backend gymnasium" in out.stdout
 
 

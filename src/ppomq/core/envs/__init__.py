@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ppomq.core.errors import UsageError
+from ppomq.core.errors import UsageError, install_hint
 from ppomq.proto import ActionSpace, RolloutSpec
 
 #: An env's metadata key: the env reports its episodes (whole games with raw scores) in
@@ -44,7 +44,8 @@ def check_env_id(env_id: str) -> None:
         hint = f" Did you mean {', '.join(sorted(close)[:3])}?" if close else ""
         raise UsageError(
             f"unknown env id {env_id!r}: not registered with Gymnasium.{hint} "
-            "Pass --env-id with an id from gymnasium.envs.registry."
+            "Pass --env-id with an id from gymnasium.envs.registry, or MODULE:EnvId for an "
+            "env that your module registers when imported (e.g. my_envs:Maze-v0)."
         )
 
 
@@ -188,9 +189,9 @@ def make_env(env_id: str, *, training: bool = False, **kwargs: Any) -> Any:
     except DependencyNotInstalled as exc:
         text = str(exc).lower()
         extra = (
-            " (pip install 'ppomq[mujoco]')"
+            f" ({install_hint('mujoco')})"
             if "mujoco" in text
-            else " (pip install 'ppomq[atari]')"
+            else f" ({install_hint('atari')})"
             if "opencv" in text or "ale_py" in text or "ale-py" in text
             else ""
         )

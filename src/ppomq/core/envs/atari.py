@@ -68,11 +68,12 @@ import gymnasium as gym
 import numpy as np
 
 from ppomq.core.envs import EPISODES_IN_INFO
+from ppomq.core.errors import install_hint
 
 #: Ids that are Atari by name alone, so that a missing ale-py can be said as such.
 _ATARI_NAME = re.compile(r"ALE/.+|[A-Z]\w*(NoFrameskip|Deterministic)-v[04]")
 
-INSTALL = "pip install 'ppomq[atari]'"
+INSTALL = install_hint("atari")
 
 
 def looks_atari(env_id: str) -> bool:

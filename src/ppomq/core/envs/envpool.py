@@ -74,9 +74,9 @@ from typing import Any
 import numpy as np
 
 from ppomq.core.envs import EPISODES_IN_INFO, spaces_of
-from ppomq.core.errors import UsageError
+from ppomq.core.errors import UsageError, install_hint
 
-INSTALL = "pip install 'ppomq[envpool]'"
+INSTALL = install_hint("envpool")
 FALLBACK = "--env-backend gymnasium"
 
 

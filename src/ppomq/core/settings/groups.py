@@ -328,6 +328,12 @@ class RunSettings(SettingsGroup):
     eval_episodes: int = Field(
         20, ge=0, description="Greedy evaluation episodes when the run ends; 0 skips it."
     )
+    eval_timeout_s: float = Field(
+        60.0,
+        ge=0,
+        description="The final evaluation's time bound: episodes not finished by then are "
+        "left out of its mean (summary.json says how many finished); 0: no bound.",
+    )
     learning_curve: bool = Field(
         True,
         description="Draw RUN_DIR/learning_curve.png (matplotlib) when the run ends "
@@ -472,7 +478,7 @@ class ActorLoopSettings(SettingsGroup):
     env_backend: Literal["gymnasium", "envpool", "ale"] = Field(
         "gymnasium",
         description="What steps the actor's envs: gymnasium (any id), envpool (Atari and "
-        "MuJoCo ids, in EnvPool's C++ threads; pip install 'ppomq[envpool]') or ale (Atari "
+        "MuJoCo ids, in EnvPool's C++ threads; needs the envpool extra) or ale (Atari "
         "ids, in ale-py's C++ AtariVectorEnv threads, no OpenCV). Same observations, rewards "
         "and episode reports; the differences are in the presets and models guide. "
         "Evaluation always uses gymnasium.",

