@@ -114,6 +114,10 @@ class Run:
 
     def __init__(self, module: str, argv: Sequence[str] | None = None) -> None:
         self.command = command_line(module, argv)
+        # The tree the benchmark's code came from, as it started: a result file it writes
+        # along the way changes the tree, not the code that ran.
+        self.commit = commit()
+        self.tree_clean = tree_clean()
         self.started_utc = utc_now()
         self.load_before = loadavg()
         self.peers: dict[str, str | None] = {}
@@ -127,8 +131,8 @@ class Run:
         """The record as of now: a result written mid-run carries the load at that point."""
         return {
             "command": self.command,
-            "commit": commit(),
-            "tree_clean": tree_clean(),
+            "commit": self.commit,
+            "tree_clean": self.tree_clean,
             "machine": {**machine_fields(), **self.machine_extra},
             "load_before": self.load_before,
             "load_after": loadavg(),

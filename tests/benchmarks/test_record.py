@@ -97,3 +97,26 @@ def test_every_benchmark_writes_json_through_the_record_writer(path: Path) -> No
     assert len(json_writes) <= NOT_RESULTS.get(rel, 0), (
         f"{rel}: lines {json_writes} write JSON around the record"
     )
+
+
+def test_the_tree_is_judged_as_the_run_started_not_as_its_results_changed_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A benchmark rewrites its tracked result files as it goes: judged at writing time,
+    every record of a run from a clean tree said "not clean"."""
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       cwd=tmp_path, check=True, capture_output=True)  # fmt: skip
+
+    git("init", "-q")
+    (tmp_path / "result.json").write_text("{}")
+    git("add", "result.json")
+    git("commit", "-q", "-m", "x")
+    monkeypatch.setattr(record, "REPO", tmp_path)
+    run = record.Run("e2e", [])
+    (tmp_path / "result.json").write_text('{"figure": 1}')  # the run's own result file
+    rec = run.record()
+    assert rec["tree_clean"] is True and rec["commit"]
+    assert record.Run("e2e", []).tree_clean is False  # a run started from this tree is not
