@@ -70,8 +70,10 @@ def commit() -> str | None:
 
 
 def tree_clean() -> bool | None:
-    """Whether the tracked files are HEAD's: a figure from a changed tree is not HEAD's."""
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    """Whether the tracked files are HEAD's: a figure from a changed tree is not HEAD's.
+    The result files are left out: benchmarks rewrite them as they run."""
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                  ":(exclude)benchmarks/results")  # fmt: skip
     return None if status is None else status == ""
 
 
