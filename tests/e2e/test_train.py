@@ -317,8 +317,9 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
     made = subprocess.run([*PPOMQ, "keys", "generate", "--out", str(keys), "--actors", "3"],
                           capture_output=True, text=True, env=_env(), timeout=60)  # fmt: skip
     assert made.returncode == 0, made.stderr
-    # The actor starts first and is running before the run does, so that its batches are
-    # in the run however slowly a loaded machine starts it (the run is a few seconds long).
+    # The actor starts first and is running before the run does, and the run is long enough
+    # for the weights it waits for to reach it: 6,000 steps took 0.8 s of training on an idle
+    # machine, over before its first batch (its first weights came 2 s after its start).
     actor = subprocess.Popen(
         [*PPOMQ, "actor", "--run-id", "byhand", "--env-id", "CartPole-v1", "--num-envs", "4",
          "--num-steps", "32", "--actor-index", "7",
@@ -339,7 +340,7 @@ def test_an_actor_added_by_hand_is_told_the_run_ended_and_exits_0(tmp_path):
             actor.kill()
             pytest.fail(f"the actor did not start: {''.join(seen)}")
     train = subprocess.Popen(
-        [*PPOMQ, "train", "--run-id", "byhand", "--total-steps", "6000", "--run-dir",
+        [*PPOMQ, "train", "--run-id", "byhand", "--total-steps", "30000", "--run-dir",
          str(run_dir), "--rollout-bind", f"tcp://127.0.0.1:{rollout}",
          "--weightserver-bind", f"tcp://127.0.0.1:{weights}", *SMALL],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
