@@ -47,10 +47,14 @@ test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m "$(FAST_TIER)" $(PYTEST_ARGS)
 
 # Everything, as CI runs it: end-to-end runs, the real Docker engine (started as root where
-# none is reachable), network namespaces (root), Redis 7 where installed.
+# none is reachable), network namespaces (root), Redis 7 where installed. On TEST_WORKERS
+# pytest-xdist workers, whole test files to each (--dist loadfile): a file's module fixtures
+# (the engine, a trained run) are made once and its tests never overlap; most of the slow
+# tier waits on real processes, so two workers share two cores well.
+TEST_WORKERS ?= 2
 test-all: $(DEV_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .

@@ -25,7 +25,10 @@ Configurations (all: CartPole-v1, N=8, T=32, async mode, 1 actor):
                  trains on the last one; 1 epoch, whole batch per SGD step, so that the
                  learner keeps up
   no-flow-control batches_per_version=0: the actor never waits for weights (the upper
-                 bound of the actor shell; the staleness gate drops what the learner skips)
+                 bound of the actor shell; the staleness gate drops what the learner skips),
+                 with batch_samples=N*T, one batch per update: actors that never wait need
+                 a fixed update size, and one actor's batch is what the default per-actor
+                 rule would give
 
 Runs are interleaved (system, alone, system, alone ...) so that both see the same machine.
 Writes benchmarks/results/actor_efficiency.{json,md}.
@@ -401,6 +404,9 @@ def measure_system(
     config: str, flags: list[str], args: argparse.Namespace, workdir: Path, rnd: int
 ) -> dict[str, Any]:
     base = free_port_block(3)  # learner, weightserver, actor 0
+    if "--batches-per-version" in flags and flags[flags.index("--batches-per-version") + 1] == "0":
+        # An actor that never waits needs a fixed update size: one batch (see the docstring).
+        flags = [*flags, "--batch-samples", str(args.num_envs * args.num_steps)]
     run = SystemRun(
         workdir / f"{config}-r{rnd}",
         ["--actors", "1", "--env-id", args.env_id, "--num-envs", str(args.num_envs),

@@ -36,6 +36,7 @@ SPEC = {**ATARI, "obs_norm": {"clip": 5.0, "epsilon": 1e-8}}
 CONFIG = PPOConfig(update_epochs=4, minibatch_size=256, clip_coef=0.1, ent_coef=0.01,
                    anneal_lr=False)  # fmt: skip
 BATCHES, T, N = 2, 128, 4
+QUICK_T = 32  # --quick: a quarter of the batch, one minibatch per epoch
 FORMATS = ("nchw", "channels-last")
 BASELINE = "nchw"
 
@@ -50,12 +51,12 @@ class NCHWNatureCNN(NatureCNN):
         return torch.relu(self.fc(x.flatten(1)))
 
 
-def time_updates(fmt: str, seed: int, *, updates: int) -> float:
+def time_updates(fmt: str, seed: int, *, updates: int, steps: int = T) -> float:
     """Median seconds per update over `updates` updates after one warm-up update."""
     torch.manual_seed(seed)
     policy = (NCHWNatureCNN if fmt == BASELINE else NatureCNN)(SPEC)
     trainer = PPOTrainer(policy=policy, config=CONFIG)
-    batches = [make_batch(policy, seed * 100 + i, T, N) for i in range(BATCHES)]
+    batches = [make_batch(policy, seed * 100 + i, steps, N) for i in range(BATCHES)]
     trainer.update(batches, 0)
     times = []
     for _ in range(updates):
@@ -65,13 +66,13 @@ def time_updates(fmt: str, seed: int, *, updates: int) -> float:
     return statistics.median(times)
 
 
-def run(rounds: int, updates: int, threads: list[int]) -> dict[str, Any]:
-    sgd_steps = CONFIG.update_epochs * round(BATCHES * T * N / CONFIG.minibatch_size)
+def run(rounds: int, updates: int, threads: list[int], steps: int = T) -> dict[str, Any]:
+    sgd_steps = CONFIG.update_epochs * round(BATCHES * steps * N / CONFIG.minibatch_size)
     rows = []
     for n_threads in threads:
         torch.set_num_threads(n_threads)
         per_update = harness.interleave(
-            FORMATS, rounds, lambda fmt, r: time_updates(fmt, r + 1, updates=updates)
+            FORMATS, rounds, lambda fmt, r: time_updates(fmt, r + 1, updates=updates, steps=steps)
         )
         base = statistics.median(per_update[BASELINE])
         for fmt, values in per_update.items():
@@ -90,7 +91,7 @@ def run(rounds: int, updates: int, threads: list[int]) -> dict[str, Any]:
         "machine": harness.machine(),
         "rounds": rounds,
         "updates_per_round": updates,
-        "samples_per_update": BATCHES * T * N,
+        "samples_per_update": BATCHES * steps * N,
         "sgd_steps_per_update": sgd_steps,
         "baseline": BASELINE,
         "rows": rows,
@@ -125,15 +126,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--updates", type=int, default=5)
     parser.add_argument("--threads", default="1,2", help="comma-separated torch thread counts")
-    parser.add_argument("--quick", action="store_true", help="1 round of 1 update (smoke)")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 round of 1 update of a quarter of the batch (smoke)"
+    )
     parser.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(parser)
     args = parser.parse_args(argv)
     bench_run = harness.Run("cnn_update", argv)
     rounds, updates = (1, 1) if args.quick else (args.rounds, args.updates)
+    steps = QUICK_T if args.quick else T
     threads = [int(t) for t in args.threads.split(",")]
     with harness.BenchLock(args.lock):
-        result = run(rounds, updates, threads)
+        result = run(rounds, updates, threads, steps)
     result = {"command": harness.command_line("cnn_update", argv), "date": harness.utc_now(),
               **result}  # fmt: skip
     print(harness.write_results(args.out, "cnn_update", result, markdown(result), bench_run))

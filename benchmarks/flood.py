@@ -1,4 +1,4 @@
-"""Learner updates per second under a flood of junk, CURVE off and on.
+"""Learner updates per second under a flood of junk or of valid batches, CURVE off and on.
 
     .venv/bin/python -m benchmarks.flood --lock /tmp/ppomq-bench.lock [--rounds 3]
 
@@ -13,11 +13,20 @@ windows of `--window-s` seconds each, in an order that rotates round by round:
   mix of tests/ops/test_flood.py: malformed ones from benchmarks/messages/badmsgs.py, stale batches
   under its own id, spoofs under an honest actor's id with seq 2^64-1), from a client
   holding a valid, allowed key under CURVE. Sends block on the high-water mark, so its rate
-  is what one process can send or the learner will read, whichever is lower.
+  is what one process can send or the learner will read, whichever is lower;
+- valid-flood: the same helper sends, as fast as it can, well-formed batches under one id
+  of its own, each stamped with the learner's current version (Redis `latest`, read every
+  few milliseconds) and the next seq: what any peer on the rollout socket could send (under
+  CURVE, any holder of an allowed key). The learner trains on at most the id's grant per
+  version; the rest should cost it a header read.
 
-Updates per second = versions published in the window / its length (Redis `latest`). Each
-round starts a fresh system, under an exclusive flock of `--lock` (the machine's other
-measured runs take the same lock); the figure per mode is the median over the rounds. Writes
+Updates per second = versions published in the window / its length (Redis `latest`).
+Honest batches per second = the two actors' accepted batches between the learner's last
+status writes before the window's start and end (their rows in its actors hash, written with
+the time in one transaction) / the time between those writes; for valid-flood, the
+flooder's accepted and surplus batches in the window too. Each round starts a fresh
+system, under an exclusive flock of `--lock` (the machine's other measured runs take the
+same lock); the figure per mode is the median over the rounds. Writes
 benchmarks/results/flood.{json,md}.
 """
 
@@ -45,7 +54,7 @@ import redis
 
 from benchmarks import harness
 from benchmarks.messages.badmsgs import Generator, RngSource
-from benchmarks.messages.factory import make_batch
+from benchmarks.messages.factory import make_batch, whole_episodes
 from ppomq.core.envs import rollout_spec_for
 from ppomq.core.store.embedded import EmbeddedRedis, free_port
 from ppomq.core.store.keys import RunKeys
@@ -61,7 +70,9 @@ STALENESS = 20
 MAX_MESSAGE = 2 << 20
 CYCLE = 2_000  # distinct hostile messages the flooder cycles through
 WARM_VERSION = 25
-MODES = ("unharmed", "control", "flood")
+MODES = ("unharmed", "control", "flood", "valid-flood")
+FLOODER = "flooder"  # the helper's actor id (under CURVE, with its key's suffix)
+LATEST_EVERY_S = 0.005  # how often the valid flooder reads the learner's version
 RUN_ID = "flood-bench"
 
 
@@ -92,10 +103,46 @@ def _messages(victim: str, own_id: str) -> list[list[Any]]:
     return [out[i] for i in order]
 
 
-def helper(conn: Connection, mode: str, addr: str, victim: str, keys: str | None) -> None:
+def _valid_batch(own_id: str) -> tuple[dict[str, Any], list[Any]]:
+    """A well-formed batch under `own_id`: its header (to restamp) and its other frames."""
+    spec = rollout_spec_for("CartPole-v1", run_id=RUN_ID, num_steps=T, max_bytes=MAX_MESSAGE)
+    batch = whole_episodes(make_batch(spec, np.random.default_rng(3), actor_id=own_id, n=N))
+    frames = encode(batch)
+    return msgpack.unpackb(frames[0], raw=False), frames[1:]
+
+
+def _valid_flood(
+    sender: RolloutSender, own_id: str, redis_url: str, deadline: float
+) -> tuple[int, int]:
+    """Send valid batches under `own_id` at the learner's current version until `deadline`;
+    returns (sent, sends that blocked 100 ms)."""
+    header, rest = _valid_batch(own_id)
+    r = redis.Redis.from_url(redis_url, socket_timeout=5)
+    latest_key = RunKeys(RUN_ID).latest
+    sent = blocked = 0
+    seq, read_at = 1, 0.0
+    try:
+        while (now := time.monotonic()) < deadline:
+            if now - read_at >= LATEST_EVERY_S:
+                header["policy_version"] = int(r.get(latest_key) or 0)
+                read_at = now
+            header["seq"] = seq
+            if sender.send([msgpack.packb(header, use_bin_type=True), *rest], timeout_ms=100):
+                sent += 1
+                seq += 1
+            else:
+                blocked += 1
+    finally:
+        r.close()
+    return sent, blocked
+
+
+def helper(
+    conn: Connection, mode: str, addr: str, victim: str, keys: str | None, redis_url: str
+) -> None:
     """Prepare, say ready, wait for go, then busy-loop or flood until told the deadline."""
     curve = None
-    own_id = "flooder"
+    own_id = FLOODER
     if keys is not None:
         k = Path(keys)
         curve = client_from_settings(
@@ -105,13 +152,16 @@ def helper(conn: Connection, mode: str, addr: str, victim: str, keys: str | None
         text = (k / "actors" / "actor-2.key").read_text()
         own_id += key_suffix(text.split('public-key = "')[1].split('"')[0])
     messages = _messages(victim, own_id) if mode == "flood" else []
-    sender = RolloutSender(addr, curve=curve) if mode == "flood" else None
+    sender = RolloutSender(addr, curve=curve) if mode in ("flood", "valid-flood") else None
     conn.send("ready")
     duration = conn.recv()
     cpu0, t0 = time.process_time(), time.monotonic()
     deadline = t0 + duration
     sent = blocked = 0
-    if sender is None:
+    if sender is not None and mode == "valid-flood":
+        sent, blocked = _valid_flood(sender, own_id, redis_url, deadline)
+        sender.close()
+    elif sender is None:
         x = 0
         while time.monotonic() < deadline:
             for _ in range(10_000):
@@ -135,7 +185,7 @@ def helper(conn: Connection, mode: str, addr: str, victim: str, keys: str | None
 
 class System:
     def __init__(self, root: Path, redis_url: str, keys: Path | None) -> None:
-        self.root, self.keys = root, keys
+        self.root, self.keys, self.redis_url = root, keys, redis_url
         self.rollout = f"tcp://127.0.0.1:{free_port()}"
         weights = f"tcp://127.0.0.1:{free_port()}"
         common = ["--redis-url", redis_url, "--run-id", RUN_ID]
@@ -195,6 +245,17 @@ class System:
         raw = self.r.get(self.run_keys.latest)
         return int(raw) if raw else 0
 
+    def snapshot(self) -> tuple[float, dict[str, dict[str, Any]]]:
+        """When the learner last wrote its status, and each actor's ledger row as of then:
+        one status write puts both, in one transaction, so they agree."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.get(self.run_keys.stats)
+        pipe.hgetall(self.run_keys.actors)
+        stats, actors = pipe.execute()
+        at = float(json.loads(stats)["counts_at"]) if stats else 0.0
+        rows = {k.decode(): json.loads(v).get("ledger") or {} for k, v in actors.items()}
+        return at, rows
+
     def wait(self, cond: Any, what: str, timeout_s: float = 120.0) -> Any:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -217,15 +278,22 @@ def window(system: System, mode: str, window_s: float, victim: str) -> dict[str,
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
         keys = str(system.keys) if system.keys else None
-        proc = ctx.Process(target=helper, args=(child, mode, system.rollout, victim, keys))
+        proc = ctx.Process(
+            target=helper, args=(child, mode, system.rollout, victim, keys, system.redis_url)
+        )
         proc.start()
         assert parent.poll(60) and parent.recv() == "ready"
         parent.send(window_s)
+    at0, rows0 = system.snapshot()  # once the helper runs
     v0, t0 = system.version(), time.monotonic()
     time.sleep(window_s)
     v1, t1 = system.version(), time.monotonic()
+    at1, rows1 = system.snapshot()
     out["updates_per_s"] = (v1 - v0) / (t1 - t0)
     out["versions"] = v1 - v0
+    honest = sorted(k for k in rows1 if not k.startswith(FLOODER))
+    out["honest_accepted"] = sum(_delta(rows0, rows1, k, "accepted") for k in honest)
+    out["honest_batches_per_s"] = out["honest_accepted"] / (at1 - at0)
     if proc is not None:
         assert parent.poll(60)
         out.update(parent.recv())
@@ -235,8 +303,19 @@ def window(system: System, mode: str, window_s: float, victim: str) -> dict[str,
     # Let the learner drain what it queued, then see what it counted.
     time.sleep(1.5)
     out["learner_counted"] = (Counter(system.stats().get("rejects", {})) - rejects0).total()
+    if mode == "valid-flood":
+        _, rows2 = system.snapshot()
+        flooders = [k for k in rows2 if k.startswith(FLOODER)]
+        for what in ("accepted", "surplus"):
+            out[f"flooder_{what}"] = sum(_delta(rows0, rows2, k, what) for k in flooders)
     out["load1_after"] = harness.load1()
     return out
+
+
+def _delta(
+    before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], actor: str, what: str
+) -> int:
+    return int(after.get(actor, {}).get(what, 0)) - int(before.get(actor, {}).get(what, 0))
 
 
 def run_round(root: Path, curve: bool, order: list[str], window_s: float) -> list[dict[str, Any]]:
@@ -266,8 +345,21 @@ def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
             continue
         med = {m: statistics.median(w["updates_per_s"] for w in ws if w["mode"] == m)
                for m in MODES}  # fmt: skip
+        honest = {m: statistics.median(w["honest_batches_per_s"] for w in ws if w["mode"] == m)
+                  for m in MODES}  # fmt: skip
         floods = [w for w in ws if w["mode"] == "flood"]
+        valid = [w for w in ws if w["mode"] == "valid-flood"]
         out[curve] = {
+            "honest_batches_per_s_median": honest,
+            "valid_flood_over_unharmed": med["valid-flood"] / med["unharmed"],
+            "honest_valid_flood_over_unharmed": honest["valid-flood"] / honest["unharmed"],
+            "honest_control_over_unharmed": honest["control"] / honest["unharmed"],
+            "valid_flood_msgs_per_s_median": statistics.median(w["msgs_per_s"] for w in valid),
+            "valid_flood_helper_cores_median": statistics.median(w["helper_cores"] for w in valid),
+            "valid_flood_sent_total": sum(w["sent"] for w in valid),
+            "valid_flood_versions_total": sum(w["versions"] for w in valid),
+            "flooder_accepted_total": sum(w["flooder_accepted"] for w in valid),
+            "flooder_surplus_total": sum(w["flooder_surplus"] for w in valid),
             "updates_per_s_median": med,
             "flood_over_unharmed": med["flood"] / med["unharmed"],
             "flood_over_control": med["flood"] / med["control"],
@@ -286,17 +378,17 @@ def summarise(windows: list[dict[str, Any]]) -> dict[str, Any]:
 def markdown(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     lines = [
-        "# Learner updates per second under a flood of junk",
+        "# Learner updates per second under a flood of junk or of valid batches",
         "",
         f"`{doc['command']}` on {harness.machine_line(doc['machine'])}, {doc['date_utc']}. "
         f"{doc['rounds']} rounds, "
         f"each a fresh weightserver + learner + 2 CartPole actors (T={T}, N={N}, 4 epochs, "
         f"minibatch 128) on loopback, {doc['window_s']:g} s windows in rotating order "
-        "(unharmed, control, flood); medians over the rounds. Control: the helper process "
-        "busy-loops on one core and sends nothing. Flood: the same helper sends hostile "
-        "messages as fast as it can (malformed, stale, spoofed; under CURVE from a valid, "
-        "allowed key). 1-min load average before the first and after the last window: "
-        f"{doc['load1_first']} / {doc['load1_last']}.",
+        "(unharmed, control, flood, valid-flood); medians over the rounds. Control: the "
+        "helper process busy-loops on one core and sends nothing. Flood: the same helper "
+        "sends hostile messages as fast as it can (malformed, stale, spoofed; under CURVE "
+        "from a valid, allowed key). 1-min load average before the first and after the last "
+        f"window: {doc['load1_first']} / {doc['load1_last']}.",
         "",
         "| CURVE | unharmed upd/s | control upd/s | flood upd/s | flood/unharmed "
         "| flood/control | control/unharmed | flood msgs/s | flooder cores | "
@@ -312,14 +404,39 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{x['flood_helper_cores_median']:.2f} | "
             f"{x['flood_sent_total']:,} / {x['flood_counted_total']:,} |"
         )
+    lines += [
+        "",
+        "Valid flood: the helper sends well-formed batches at the learner's current version "
+        "under one id of its own, as fast as it can. Honest batches/s: the two actors' "
+        "batches trained on per second of the window.",
+        "",
+        "| CURVE | unharmed upd/s | control upd/s | valid-flood upd/s | valid-flood/unharmed "
+        "| honest batches/s unharmed | control | valid-flood | honest control/unharmed "
+        "| honest valid-flood/unharmed | flood msgs/s | flooder cores "
+        "| sent / trained / surplus (versions) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for curve, x in s.items():
+        m, h = x["updates_per_s_median"], x["honest_batches_per_s_median"]
+        lines.append(
+            f"| {curve} | {m['unharmed']:.1f} | {m['control']:.1f} | {m['valid-flood']:.1f} | "
+            f"{x['valid_flood_over_unharmed']:.2f} | {h['unharmed']:.1f} | {h['control']:.1f} | "
+            f"{h['valid-flood']:.1f} | {x['honest_control_over_unharmed']:.2f} | "
+            f"{x['honest_valid_flood_over_unharmed']:.2f} | "
+            f"{x['valid_flood_msgs_per_s_median']:,.0f} | "
+            f"{x['valid_flood_helper_cores_median']:.2f} | "
+            f"{x['valid_flood_sent_total']:,} / {x['flooder_accepted_total']:,} / "
+            f"{x['flooder_surplus_total']:,} ({x['valid_flood_versions_total']:,}) |"
+        )
     lines += ["", "Every window:", "",
-              "| CURVE | round | mode | upd/s | msgs/s | helper cores | load before |",
-              "|---|---:|---|---:|---:|---:|---:|"]  # fmt: skip
+              "| CURVE | round | mode | upd/s | honest batches/s | msgs/s | helper cores "
+              "| load before |",
+              "|---|---:|---|---:|---:|---:|---:|---:|"]  # fmt: skip
     for w in doc["windows"]:
         lines.append(
             f"| {w['curve']} | {w['round']} | {w['mode']} | {w['updates_per_s']:.1f} | "
-            f"{w.get('msgs_per_s', 0):,.0f} | {w.get('helper_cores', 0):.2f} | "
-            f"{w['load1_before']} |"
+            f"{w['honest_batches_per_s']:.1f} | {w.get('msgs_per_s', 0):,.0f} | "
+            f"{w.get('helper_cores', 0):.2f} | {w['load1_before']} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -652,8 +652,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
             "## One all-reduce on this machine, outside ppomq",
             "",
             f"Two fresh processes all-reduce {PROBE_FLOATS:,} float32 (about either MLP's "
-            f"gradient) {PROBE_STEPS:,} times with gloo over loopback, one torch thread "
-            "each, beside N busy-looping processes; 1-minute load average before each.",
+            f"gradient) {doc['allreduce'][0]['steps']:,} times with gloo over loopback, one "
+            "torch thread each, beside N busy-looping processes; 1-minute load average before "
+            "each.",
             "",
             "| busy processes | median, ms | mean, ms | p90, ms | load before |",
             "|---:|---:|---:|---:|---:|",
@@ -724,7 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="1 round of short runs (a smoke test; the figures mean little)",
+        help="1 round of short runs and a short probe (a smoke test; the figures mean little)",
     )
     p.add_argument("--out", type=Path, default=harness.RESULTS)
     p.add_argument("--workdir", type=Path, default=WORKDIR)
@@ -741,7 +742,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if bad := [t for t in [*tasks, args.objective_task] if t not in TASKS]:
         p.error(f"--tasks/--objective-task: unknown {bad}; choose from {list(TASKS)}")
     steps = {t: int(v["steps"]) for t, v in TASKS.items()}
+    probe_steps = PROBE_STEPS
     if args.quick:
+        probe_steps = PROBE_STEPS // 10
         args.rounds, args.eval_episodes = 1, 1
         steps = {"cartpole": 6000, "sleep": 6000, "halfcheetah": 12_000}
         args.straggler_steps = 6000
@@ -794,7 +797,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc["allreduce"] = []
         for busy in PROBE_BUSY:
             with harness.BenchLock(args.lock):
-                doc["allreduce"].append(allreduce_probe(busy))
+                doc["allreduce"].append(allreduce_probe(busy, steps=probe_steps))
             save(doc, args.out, bench_run)
     print(render_markdown(doc))
     return 0 if all(r["ok"] for r in doc["runs"]) else 1

@@ -128,14 +128,14 @@ def make_trainer(engine: str, policy: Policy, overrides: dict[str, Any]) -> PPOT
                                                       **overrides))  # fmt: skip
 
 
-def time_updates(engine: str, seed: int, *, case: tuple, updates: int) -> float:
-    """Median seconds per update over `updates` updates after 3 warm-up updates."""
+def time_updates(engine: str, seed: int, *, case: tuple, updates: int, warmup: int = 3) -> float:
+    """Median seconds per update over `updates` updates after `warmup` warm-up updates."""
     _, spec, n_batches, t, n, overrides = case
     torch.manual_seed(seed)
     policy = build_model(spec)
     trainer = make_trainer(engine, policy, overrides)
     batches = [make_batch(policy, seed * 100 + i, t, n) for i in range(n_batches)]
-    for _ in range(3):
+    for _ in range(warmup):
         trainer.update(batches, 0)
     times = []
     for _ in range(updates):
@@ -145,7 +145,7 @@ def time_updates(engine: str, seed: int, *, case: tuple, updates: int) -> float:
     return statistics.median(times)
 
 
-def run(rounds: int, updates: int) -> dict[str, Any]:
+def run(rounds: int, updates: int, warmup: int = 3) -> dict[str, Any]:
     torch.set_num_threads(1)
     cases: dict[str, Any] = {}
     for spec_case in CASES:
@@ -153,7 +153,7 @@ def run(rounds: int, updates: int) -> dict[str, Any]:
         cfg = PPOConfig(**overrides)
         samples = n_batches * t * n
         sgd_steps = cfg.update_epochs * max(1, round(samples / cfg.minibatch_size))
-        timed = partial(time_updates, case=spec_case, updates=updates)
+        timed = partial(time_updates, case=spec_case, updates=updates, warmup=warmup)
         per_update = harness.interleave(ENGINES, rounds, timed, order="fixed")
         case = {"name": name, "samples": samples, "sgd_steps_per_update": sgd_steps,
                 "engines": {}}  # fmt: skip
@@ -206,14 +206,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--updates", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="1 round of 2 updates (smoke)")
+    parser.add_argument(
+        "--quick", action="store_true", help="1 round of 2 updates, 1 warm-up (smoke)"
+    )
     parser.add_argument("--out", type=Path, default=harness.RESULTS)
     harness.add_lock_option(parser)
     args = parser.parse_args(argv)
     bench_run = harness.Run("learner_update", argv)
     rounds, updates = (1, 2) if args.quick else (args.rounds, args.updates)
     with harness.BenchLock(args.lock):
-        result = run(rounds, updates)
+        result = run(rounds, updates, warmup=1 if args.quick else 3)
     result = {
         "command": harness.command_line("learner_update", argv),
         "date": harness.utc_now(),

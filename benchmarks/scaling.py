@@ -9,14 +9,16 @@ the learner takes off its queue (accepted or dropped as stale), per second, betw
 learner status reports `--window-s` apart, after every actor has delivered batches and a
 further `--settle-s` (start-up excluded: 16 actors importing torch on 2 cores take a while).
 
-Why `--batches-per-version 0 --update-epochs 1 --minibatch-size 0`: the question is what
-the system can move, not how fast one SGD configuration trains. With flow control on,
-every actor waits for each new version, so throughput would be bounded by the learner's
-update time (benchmarks/results/actor_efficiency.md shows that bound for the defaults)
-and W would mostly measure the learner. With it off, actors never wait for weights and
-the learner does one cheap SGD step per W batches, so its intake (receive, decode,
-validate, queue) is what it contributes. The learner's share of time spent waiting for
-data is reported per run: near 1, it was not the bottleneck.
+Why `--batches-per-version 0 --batch-samples W*N*T --update-epochs 1 --minibatch-size 0`:
+the question is what the system can move, not how fast one SGD configuration trains. With
+grants on, every actor waits for each new version, so throughput would be bounded by the
+learner's update time (benchmarks/results/actor_efficiency.md shows that bound for the
+defaults) and W would mostly measure the learner. With them off, actors never wait for
+weights and the learner does one cheap SGD step per W batches, so its intake (receive,
+decode, validate, queue) is what it contributes. Turning grants off needs a fixed update
+size (`--batch-samples` > 0); W x N x T samples is one batch per actor, the update these
+figures were first measured with. The learner's share of time spent waiting for data is
+reported per run: near 1, it was not the bottleneck.
 
 The synthetic env (benchmarks/envs.py) sleeps `--step-ms` per env step and does almost no
 CPU work, so on this 2-core machine it measures coordination cost; CartPole measures the
@@ -42,7 +44,8 @@ from benchmarks import harness, plot_style
 from benchmarks.actor_efficiency import SystemRun, cpu_seconds, cpu_share
 from benchmarks.envs import DEFAULT_STEP_S, SLEEP_ENV_SPEC, STEP_S_VAR
 
-# The learner must not be the bottleneck (see the module docstring).
+# The learner must not be the bottleneck (see the module docstring); with
+# `update_flags(W, N, T)`'s fixed update size.
 COMMON_FLAGS = ["--batches-per-version", "0", "--update-epochs", "1", "--minibatch-size", "0"]
 ENVS = {
     # --target-return: the learner looks the solve threshold up by the bare id, which does
@@ -52,6 +55,11 @@ ENVS = {
     "cartpole": ["--env-id", "CartPole-v1"],
 }  # fmt: skip
 LABELS = {"sleep": "I/O-bound (SleepEnv)", "cartpole": "CPU-bound (CartPole-v1)"}
+
+
+def update_flags(workers: int, num_envs: int, num_steps: int) -> list[str]:
+    """Actors that never wait need a fixed update size: one batch per actor (W x N x T)."""
+    return [*COMMON_FLAGS, "--batch-samples", str(workers * num_envs * num_steps)]
 
 
 def window_rows(progress: Path, w0: float, w1: float) -> list[dict[str, str]]:
@@ -66,7 +74,8 @@ def measure(env: str, workers: int, args: argparse.Namespace, rep: int) -> dict[
     """One `ppomq train --actors W` and its steady-window throughput."""
     flags = [
         "--actors", str(workers), "--num-envs", str(args.num_envs),
-        "--num-steps", str(args.num_steps), *ENVS[env], *COMMON_FLAGS,
+        "--num-steps", str(args.num_steps), *ENVS[env],
+        *update_flags(workers, args.num_envs, args.num_steps),
     ]  # fmt: skip
     run = SystemRun(args.workdir / f"{env}-w{workers}-r{rep}", flags)
     run.start(max_duration_s=args.start_timeout_s + args.settle_s + args.window_s + 60)
@@ -190,7 +199,8 @@ def markdown(doc: dict[str, Any]) -> str:
         "",
         f"`{m['command']}` on {harness.machine_line(m['machine'])}. Each point: one "
         f"`ppomq train --actors W` with N={m['num_envs']}, T={m['num_steps']}, "
-        f"`{' '.join(COMMON_FLAGS)}`; throughput = env steps reaching the learner per "
+        f"`{' '.join(COMMON_FLAGS)} --batch-samples W×N×T`; throughput = env steps "
+        "reaching the learner per "
         f"second over a {m['window_s']:g} s window after all W actors were producing "
         f"(+{m['settle_s']:g} s); median (min–max) of {m['repeats']} interleaved "
         "repeat(s); per-actor rates and CPU from the repeat nearest the median. "

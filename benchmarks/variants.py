@@ -15,6 +15,10 @@ the task's command plus:
                    wait; batches up to 16 versions old train as if fresh)
   runahead-vtrace  --batches-per-version 0 --max-staleness 16 --targets vtrace (the same
                    batches, corrected with V-trace for the learner's current policy)
+Every arm's update is 2 actors' batches (2 x N x T samples): lockstep by the default
+per-actor rule (`--batch-samples 0`, one batch from each live actor), the run-ahead arms by
+`--batch-samples 2*N*T`, since actors that never wait need a fixed update size (and that
+is the size the per-actor rule gives lockstep, so the arms differ only in waiting).
 Tasks: CartPole-v1 and Acrobot-v1 (ppomq's defaults, 2 actors; to the env's own solved
 threshold, 475 and -100, within a step cap), HalfCheetah-v5 (`--preset mujoco`, 1M steps,
 a 10-episode greedy evaluation). `--scan` adds runahead-vtrace at 1 and 4 actors with the
@@ -211,11 +215,12 @@ def command(job: Job, run_dir: Path, task_flags: str = "") -> list[str]:
     argv += ["--run-dir", str(run_dir), "--no-progress", *shlex.split(ARMS[job.arm])]
     if task["target"] is not None:
         argv += ["--target-return", f"{task['target']:g}", "--eval-episodes", "0"]
-    # The update is DEFAULT_ACTORS' worth of batches whatever the number of actors.
-    argv += ["--actors", str(job.actors), "--batch-samples", "0"]
-    if job.actors != DEFAULT_ACTORS:
-        argv[-1] = str(_update_samples(job.task))
-    return argv
+    # The update is DEFAULT_ACTORS' worth of batches whatever the number of actors: the
+    # per-actor rule (0) gives that at DEFAULT_ACTORS; actors that never wait
+    # (--batches-per-version 0) need it as a fixed size, as does another number of actors.
+    fixed = job.actors != DEFAULT_ACTORS or "--batches-per-version 0" in ARMS[job.arm]
+    size = str(_update_samples(job.task)) if fixed else "0"
+    return [*argv, "--actors", str(job.actors), "--batch-samples", size]
 
 
 def _update_samples(task: str) -> int:

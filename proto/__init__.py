@@ -7,6 +7,7 @@ This package imports nothing else of ppomq.
 from ppomq.proto.errors import DecodeError, Reason
 from ppomq.proto.rollout_decode import decode, peek_sender
 from ppomq.proto.rollout_encode import encode
+from ppomq.proto.rollout_hello import BatchKey, batch_key, encode_hello, read_hello
 from ppomq.proto.rollout_types import (
     ROLLOUT_SCHEMA,
     ActionSpace,
@@ -29,6 +30,7 @@ __all__ = [
     "ROLLOUT_SCHEMA",
     "WEIGHTS_SCHEMA",
     "ActionSpace",
+    "BatchKey",
     "DecodeError",
     "EpisodeStats",
     "Reason",
@@ -37,11 +39,14 @@ __all__ = [
     "SeqTracker",
     "TensorEntry",
     "WeightsHeader",
+    "batch_key",
     "decode",
     "decode_weights",
     "encode",
+    "encode_hello",
     "encode_weights",
     "pack_weights",
     "peek_sender",
+    "read_hello",
     "unpack_tensors",
 ]

@@ -185,6 +185,9 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
     sent = h.get("sent")
     if sent is not None and (type(sent) is not int or sent < 1):
         raise fail(Reason.HEADER_INVALID, "sent must be an int >= 1")
+    weights_wait = h.get("weights_wait")
+    if weights_wait is not None and not (type(weights_wait) is float and 0 <= weights_wait <= 1):
+        raise fail(Reason.HEADER_INVALID, "weights_wait must be a float in [0, 1]")
     stats = _episodes(episodes, t * n)
     # 4. header against the spec
     if run_id != spec.run_id:
@@ -283,9 +286,11 @@ def _decode(frames: Sequence[Any], spec: RolloutSpec, seqs: SeqTracker | None) -
             if k != "obs_frames"
         }
     # Positional: keyword passing costs a measurable share of a whole decode.
-    return RolloutBatch(
+    batch = RolloutBatch(
         run_id, actor_id, seq, version, env_id, n, t, arrays, stats, created_ns, total, sent
     )
+    batch.weights_wait = weights_wait
+    return batch
 
 
 def peek_sender(frames: Sequence[Any]) -> str | None:

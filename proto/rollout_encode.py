@@ -105,6 +105,8 @@ def encode(batch: RolloutBatch, *, frames: bool | None = None) -> list[Any]:
     }
     if batch.sent is not None:
         scalars["sent"] = index(batch.sent)
+    if batch.weights_wait is not None:
+        scalars["weights_wait"] = float(batch.weights_wait)
     head = _packb(scalars)
     episodes_map = {"returns": ep.returns, "lengths": ep.lengths}
     try:

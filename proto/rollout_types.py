@@ -18,10 +18,11 @@ import numpy as np
 
 from ppomq.proto.errors import DecodeError, Reason
 
-ROLLOUT_SCHEMA = "ppomq.rollout/1.3"
+ROLLOUT_SCHEMA = "ppomq.rollout/1.4"
 ROLLOUT_FAMILY = "ppomq.rollout"
-# 1.1: optional `sent`; 1.2: the frames layout; 1.3: optional `scores` and `episode_ends`
-ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 3
+# 1.1: optional `sent`; 1.2: the frames layout; 1.3: optional `scores` and `episode_ends`;
+# 1.4: optional `weights_wait`
+ROLLOUT_MAJOR, ROLLOUT_MINOR = 1, 4
 
 # The wire dtypes. All multi-byte types are little-endian on the wire.
 ALLOWED_DTYPES: frozenset[str] = frozenset(
@@ -223,6 +224,9 @@ class RolloutBatch:
     # Batches this actor incarnation has sent, this one included (1.1, optional): the
     # learner's rollout ledger compares it with what it received. None: not carried.
     sent: int | None = None
+    # The actor's share of its time since its previous batch spent waiting for weights
+    # (1.4, optional, informative): `ppomq status` says from it which side binds.
+    weights_wait: float | None = None
     # Not on the wire: the episodes the receiver derived from the batch's own rewards (or
     # scores) and episode ends, where it saw each from its start; None until checked.
     verified: EpisodeStats | None = None

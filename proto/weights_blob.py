@@ -27,7 +27,7 @@ from ppomq.proto.rollout_types import (
     parse_schema,
 )
 
-WEIGHTS_SCHEMA = "ppomq.weights/1.5"
+WEIGHTS_SCHEMA = "ppomq.weights/1.6"
 WEIGHTS_FAMILY = "ppomq.weights"
 WEIGHTS_MAJOR, WEIGHTS_MINOR = 1, 0
 ALIGNMENT = 64

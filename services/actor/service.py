@@ -39,7 +39,7 @@ from ppomq.core.signals import WarmStop
 from ppomq.core.transport.curvezmq import client_from_settings
 from ppomq.core.transport.rollouts import RolloutSender
 from ppomq.core.transport.weights_client import WeightsClient
-from ppomq.proto import encode
+from ppomq.proto import encode, encode_hello
 
 log = logging.getLogger("ppomq.actor")
 
@@ -141,8 +141,9 @@ class ActorLoop:
         self.beat = beat
         self.metrics = ActorMetrics()
         self.flow = FlowControl(
-            sync=settings.mode == "sync", resend_after_s=settings.resend_after_s
-        )
+            sync=settings.mode == "sync", resend_after_s=settings.resend_after_s,
+            actor_id=actor_id,
+        )  # fmt: skip
         self.policy: InferencePolicy | None = None
         self.version = -1
         self.seq = 0  # batches the learner has taken
@@ -153,11 +154,13 @@ class ActorLoop:
         while not self.stop.requested and not self.weights.finished:
             self.beat()
             try:
-                self._refresh()
+                new = self._refresh()
             except Stopped:
                 return False
             except RunFinished:
                 return True
+            if new and self.flow.must_wait_for_new:
+                continue  # granted nothing with this version: wait for the next one
             self._sample_and_send()
             if time.monotonic() - self._reported_at > REPORT_EVERY_S:
                 self._reported_at = time.monotonic()
@@ -166,19 +169,19 @@ class ActorLoop:
                          self.metrics.time_split())  # fmt: skip
         return self.weights.finished
 
-    def _refresh(self) -> None:
+    def _refresh(self) -> bool:
         """Take the newest weights (waiting for a new version when flow control says so),
-        and what the learner asks of actors with them."""
+        and what the learner asks of actors with them; True when a new version came."""
         t0 = time.perf_counter()
         try:
             got = refresh_weights(
                 self.weights, self.version, self.stop, need_new=self.flow.must_wait_for_new,
-                resend_after_s=self.flow.resend_after_s, beat=self.beat,
+                resend_after_s=self.flow.resend_after_s, beat=self._beat_or_hello,
             )  # fmt: skip
         finally:
             self.metrics.add_time("weights", time.perf_counter() - t0)
         if got is None:
-            return
+            return False
         self.version, self.policy, actor_map = got
         check_num_steps(actor_map, self.s.num_steps)
         self.flow.new_version(actor_map)
@@ -189,6 +192,15 @@ class ActorLoop:
         if self.runner.configure_rewards(reward_norm):
             log.info("actor %s: reward normalization %s from v%d", self.actor_id,
                      reward_norm or "off", self.version)  # fmt: skip
+        return True
+
+    def _beat_or_hello(self) -> None:
+        """While it waits for weights: alive to its supervisor, and when it holds no
+        grant, there to the learner (flow_control.py)."""
+        self.beat()
+        if self.version >= 0 and self.flow.hello_due():
+            # Never waits: a hello the learner cannot take now is said again shortly.
+            self.sender.send(encode_hello(run_id=self.s.run_id, actor_id=self.actor_id), 1)
 
     def _route(self, actor_map: dict[str, Any]) -> None:
         """Send to the learner the weights name for this actor, reconnecting if it moved.
@@ -213,6 +225,7 @@ class ActorLoop:
         t_send = time.perf_counter()
         self.metrics.add_time("sample", t_send - t_sample)
         batch.sent = self.seq + 1  # rollout ledger (ROLLOUT.md `sent`): this one included
+        batch.weights_wait = self.metrics.weights_share_since_mark()  # ROLLOUT.md `weights_wait`
         self.beat()
         taken = send_until_taken(
             self.sender, encode(batch), give_up=self._give_up_sending, beat=self.beat,

@@ -37,18 +37,9 @@ class Admission:
         door: Door,
         seqs: SeqTracker,
         book: EpisodeBook,
-        batches_per_version: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.gate = StalenessGate(max_staleness)
-        # Flow control, held at this end too: an actor's batches beyond its share of a
-        # version (`batches_per_version`; 0: no share) are surplus. They are resends whose
-        # original arrived (the learner was slow, not deaf): trained, each would keep one
-        # batch of its actor queued ahead of the fresh one for the rest of the run, which
-        # then trains every batch a version late. Per actor: (the newest version it
-        # contributed to, its batches accepted at that version).
-        self.batches_per_version = batches_per_version
-        self._share: dict[str, tuple[int, int]] = {}
         self.roster = ActorRoster(timeout_s=actor_timeout_s, hint=actors_hint, clock=clock)
         # Bounded: the ledger decides which actors are kept (--max-actors,
         # --forget-actor-after-s), and everything below follows it (forget).
@@ -83,6 +74,7 @@ class Admission:
             policy_version=batch.policy_version,
             age=version - batch.policy_version,
             batches=row["batches"] + 1,
+            weights_wait=batch.weights_wait,  # the actor's own figure (ROLLOUT.md); None: not sent
         )
         if refusal is not None:
             self.discarded_env_steps += steps
@@ -91,11 +83,6 @@ class Admission:
             return False
         self.seqs.record(batch.actor_id, batch.seq)
         self.roster.heard(batch.actor_id)
-        newest, count = self._share.get(batch.actor_id, (batch.policy_version, 0))
-        self._share[batch.actor_id] = (
-            batch.policy_version,
-            count + 1 if batch.policy_version == newest else 1,
-        )
         row["accepted"] = row.get("accepted", 0) + 1
         row["env_steps"] += steps
         return True
@@ -115,22 +102,9 @@ class Admission:
         except DecodeError:
             self.gate.rejected[Reason.SEQ_NOT_INCREASING.label] += 1
             return "duplicate"
-        # Surplus only among batches the gate would take: a stale one stays stale.
-        if self.gate.within(version, batch.policy_version) and self._beyond_share(batch):
-            return "surplus"
         if self.gate.admit(version, batch.policy_version):
             return None
         return "stale" if batch.policy_version <= version else "future_version"
-
-    def _beyond_share(self, batch: RolloutBatch) -> bool:
-        """An actor's batch of a version older than one it already contributed to, or one
-        past its share of that version."""
-        if not self.batches_per_version or batch.actor_id not in self._share:
-            return False
-        newest, count = self._share[batch.actor_id]
-        return batch.policy_version < newest or (
-            batch.policy_version == newest and count >= self.batches_per_version
-        )
 
     def _heard_if_known(
         self, actor_id: str, outcome: str, policy_version: int | None, version: int
@@ -161,7 +135,6 @@ class Admission:
             self.roster.drop(actor_id)
             self.seqs.forget(actor_id)
             self.book.forget(actor_id)
-            self._share.pop(actor_id, None)
 
     def take_door(self, version: int, *, ahead: int = 0) -> None:
         """Move the door's bounds to `version` and its tally into the counts and the ledger:

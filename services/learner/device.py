@@ -10,7 +10,9 @@ the optimizer's state live there, the batch goes there once per update
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -46,15 +48,33 @@ def resolve_device(choice: str) -> torch.device:
     return device
 
 
-def resolve_threads(setting: int) -> int:
-    """The CPU threads `--torch-threads` asks for: itself, or for 0 every CPU this process
-    may run on (its affinity mask: a container's cpuset, taskset), not the host's count."""
+# cgroup v2's CPU quota of this process's container (`docker run --cpus`, a pod's CPU
+# limit): "QUOTA PERIOD" in microseconds, or "max PERIOD" for none.
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def resolve_threads(setting: int, *, cpu_max: Path = CPU_MAX) -> int:
+    """The CPU threads `--torch-threads` asks for: itself, or for 0 the cores this process
+    may use: the CPUs it may run on (its affinity mask: a container's cpuset, taskset), not
+    the host's count, and no more than its container's CPU quota (rounded up), since more
+    threads than the quota only queue for it."""
     if setting > 0:
         return setting
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cpus = os.cpu_count() or 1
+    quota = _cpu_quota(cpu_max)
+    return max(1, min(cpus, quota)) if quota is not None else cpus
+
+
+def _cpu_quota(path: Path) -> int | None:
+    """Cores the cgroup's quota allows, rounded up; None without one (or no cgroup v2)."""
+    try:
+        quota, period = path.read_text().split()[:2]
+        return None if quota == "max" else max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
 
 
 def describe(device: torch.device) -> str:

@@ -82,6 +82,14 @@ class Door:
         with self._lock:
             self._attribute((batch.actor_id, "surplus", batch.sent, batch.seq))
 
+    def count_ungranted(self, actor_id: str, env_steps: int) -> None:
+        """A batch beyond its actor's grant, dropped before its decode: discarded (its env
+        steps as its header claims them) and attributed as surplus, not refused."""
+        with self._lock:
+            self._pending.discarded_batches += 1
+            self._pending.discarded_env_steps += env_steps
+            self._attribute((actor_id, "surplus", None, None))
+
     def _discard(self, batch: RolloutBatch) -> None:
         with self._lock:
             self._pending.discarded_batches += 1

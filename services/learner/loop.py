@@ -18,6 +18,7 @@ status and checkpoints, for the group.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import queue
@@ -36,6 +37,13 @@ from ppomq.learner.admission import Admission, sum_counts
 from ppomq.learner.checkpoint import CKPT_NAME, weights_digest, write_checkpoint
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
+from ppomq.learner.grants import (
+    GrantBook,
+    Grants,
+    batches_needed,
+    fixed_grants,
+    per_actor_grants,
+)
 from ppomq.learner.group import LearnerGroup, straggler_quorum
 from ppomq.learner.publisher import Publisher, batches_per_version
 from ppomq.learner.roster import ReceivingClock
@@ -45,6 +53,9 @@ from ppomq.learner.trainer import PPOTrainer
 from ppomq.proto import RolloutBatch, SeqTracker
 
 log = logging.getLogger("ppomq.learner")
+
+# How long an update waits for more batches about to expire (_expiring) once none come.
+EXPIRING_QUIET_S = 0.05
 
 # While no update comes (no admissible batch), counts still reach Redis and /metrics this
 # often: rejects must be visible while the learner is stalled.
@@ -67,6 +78,7 @@ class LearnerLoop:
         metrics: LearnerMetrics,
         receiving: ReceivingClock | None = None,
         group: LearnerGroup | None = None,
+        grants: GrantBook | None = None,
     ) -> None:
         self.s = settings
         self.trainer = trainer
@@ -90,15 +102,25 @@ class LearnerLoop:
         self.member_states: list[dict[str, Any]] = []
         # The roster's clock: stopped while this loop trains and publishes (step).
         self.receiving = receiving or ReceivingClock()
-        # Async: samples per update, fixed for the run whatever number of actors is live,
-        # so scaling actors changes throughput, never the algorithm.
-        self.update_samples = settings.batch_samples or (
-            settings.actors * settings.num_envs * settings.num_steps
-        )
-        if group is not None:  # the same total batch, shared by the ranks
-            self.update_samples = math.ceil(self.update_samples / group.world_size)
+        # The update-size rule (grants.py): async --batch-samples N, N samples per update
+        # whatever number of actors is live; else (0, and sync) one share from every live
+        # actor, so that whatever the replica count each batch sampled is trained on.
+        self.update_samples: int | None = None
+        if settings.mode == "async" and settings.batch_samples:
+            self.update_samples = settings.batch_samples
+            if group is not None:  # the same total batch, shared by the ranks
+                self.update_samples = math.ceil(self.update_samples / group.world_size)
         # What each actor may send per version (published to them: actor_config); 0: any.
         self.flow = batches_per_version(settings)
+        # Who may sample what with each version; the receiving thread holds batches to it.
+        self.grants = grants
+        # Fixed samples: with --batches-per-version k > 1 the batches of the next k - 1
+        # updates are granted too (within --max-staleness), so actors sample while the
+        # learner trains, those batches trained a version or more old; 1 is lock-step.
+        self.updates_ahead = (
+            max(0, min(settings.max_staleness, self.flow - 1)) if settings.mode == "async" else 0
+        )
+        self._batch_samples = settings.num_envs * settings.num_steps  # seen: last update's
         self._counts_at = float("-inf")
         self._share_states_after_update = False
         self.agreed_stop = False
@@ -108,6 +130,10 @@ class LearnerLoop:
         """Publish the current version (the weights' one trip to the host per version);
         returns the seconds it took."""
         assert self.publisher is not None
+        grants = self.plan_grants()
+        if grants is not None and self.grants is not None:
+            self.grants.set(self.run.version, grants)  # before any actor can hold it
+            log.debug("grants with version %d: %s", self.run.version, grants.header())
         return self.publisher.publish(
             self.run.version,
             self.trainer.host_state(),
@@ -115,12 +141,30 @@ class LearnerLoop:
             learner_step=self.trainer.updates,
             env_steps=self.run.env_steps,
             stop=stop,
+            grants=grants,
         )
+
+    def plan_grants(self) -> Grants | None:
+        """What actors may sample with the version about to be published; None when they
+        run ahead (--batches-per-version 0). Fixed samples: the batches the next updates
+        need (grants.py), for a learner alone; a group's rank 0 knows only its own actors,
+        so a group grants every actor its share, as the per-actor rule does."""
+        if not self.flow:
+            return None
+        if self.update_samples is None or self.group is not None or self.grants is None:
+            return per_actor_grants(self.flow)
+        known, pending = self.grants.plan_inputs()
+        need = batches_needed(self.update_samples, self._batch_samples)
+        wanted = need * (1 + self.updates_ahead) - sum(pending.values()) - self.batches.qsize()
+        return fixed_grants(known=known, pending=pending, wanted=wanted,
+                            cap=need * (1 + self.updates_ahead))  # fmt: skip
 
     def take_door(self) -> None:
         # A rank other than 0 may see rank 0's next version before it has counted its
         # own update: one version of slack at its door (its gate checks again later).
         self.admission.take_door(self.run.version, ahead=0 if self.lead else 1)
+        if self.grants is not None:
+            self.grants.forget_below(self.run.version - self.s.max_staleness - 1)
 
     def publish_counts(self, *, force: bool = False) -> None:
         """At most every COUNTS_EVERY_S (or now, `force`): forget quiet actors, and put the
@@ -154,19 +198,21 @@ class LearnerLoop:
         """Admitted batches for one update.
 
         Elastic: it waits for the actors it has heard from lately (ActorRoster), not for a
-        configured number. Async: whole batches until `update_samples`, whatever number of
-        actors is live; or fewer, once every live actor has sent all it may for this
-        version (`batches_per_version`): more will not come before the next one. Sync: one
-        fresh batch from every live actor (the quorum). Either way, once no admissible
-        batch has arrived for `actor_timeout_s`, it trains on what it holds: nothing waits
-        forever for an actor that is gone."""
+        configured number. Async, fixed samples: whole batches until `update_samples`,
+        whatever number of actors is live; or fewer, once every live actor has sent all
+        it was granted for this version: more will not come before the next one. Async,
+        per actor: a batch from every live actor. Sync: one fresh batch from every live
+        actor (the quorum). Either way, once no admissible batch has arrived
+        for `actor_timeout_s`, it trains on what it holds: nothing waits forever for an
+        actor that is gone; holding nothing, it takes a batch beyond its grant from each
+        actor (GrantBook.open), which actors send when no version came for a while."""
         out: list[RolloutBatch] = []
         contributors: set[str] = set()
         at_version: Counter[str] = Counter()  # batches of this version, per actor
         samples = 0
         timeout = self.s.actor_timeout_s
         last_arrival = waiting_since = time.monotonic()
-        said_waiting = False
+        said_waiting = opened = False
         # A group's rank leaves on its own end too, to say so to the others (_agree).
         while not stop.requested and not self.run.done() and not self.run.reached_end():
             if self.group is not None:
@@ -188,6 +234,7 @@ class LearnerLoop:
                 samples += batch.num_steps * batch.num_envs
                 last_arrival = now
             if out and self._enough(contributors, at_version, samples):
+                out += self._queued() if self.update_samples is None else self._expiring()
                 break
             if out and now - last_arrival > timeout:
                 log.info("no new batch for %.1f s: training version %d on the %d batch(es) "
@@ -195,6 +242,11 @@ class LearnerLoop:
                 break
             if self.group is not None and self._group_goes(out, samples):
                 break
+            if not out and not opened and self.grants is not None and now - last_arrival > timeout:
+                opened = True
+                self.grants.open(self.run.version)
+                log.info("no batch for %.1f s: taking one more batch with version %d from "
+                         "any actor", timeout, self.run.version)  # fmt: skip
             if not out and not said_waiting and now - waiting_since > max(timeout, 10.0):
                 said_waiting = True
                 log.warning("no rollouts for %.0f s; waiting for actors to send to %s",
@@ -204,6 +256,59 @@ class LearnerLoop:
         stopping = stop.requested or self.run.done() or self.run.reached_end()
         if stopping and self.s.mode == "sync" and not self.admission.roster.quorum(contributors):
             return []  # stopping mid-set: a partial set would not be synchronous PPO
+        return out
+
+    def _size_queue(self, live: int) -> None:
+        """With grants every batch past the door is one an update takes: the queue holds
+        what the live actors may send with a version (at least --queue-batches), so none
+        waits in the socket while it grows older. Without, it stays --queue-batches."""
+        if self.grants is None or not self.flow or self.batches.maxsize <= 0:
+            return  # an unbounded queue (tests) stays so
+        ahead = 0
+        if self.update_samples is not None:
+            ahead = batches_needed(self.update_samples, self._batch_samples) * 2
+        self.batches.maxsize = max(self.s.queue_batches, (live + 1) * self.flow + ahead)
+
+    def _queued(self) -> list[RolloutBatch]:
+        """Per actor: the batches already queued too. An actor may send several with one
+        version (--batches-per-version); left for later updates they would pile up one
+        version older each time, until too old to train."""
+        out = []
+        for batch in self._drain():
+            if self.admission.admit(batch, self.run.version):
+                self.run.accept(batch)
+                out.append(batch)
+        return out
+
+    def _drain(self) -> list[RolloutBatch]:
+        drained = []
+        with contextlib.suppress(queue.Empty):
+            while True:
+                drained.append(self.batches.get_nowait())
+        return drained
+
+    def _expiring(self) -> list[RolloutBatch]:
+        """Fixed samples: queued batches as old as the staleness bound allows, which the
+        next update could no longer take (the first batch of each actor that joined a
+        version, beyond what that update needed): trained now, not thrown away."""
+        take_where = getattr(self.batches, "take_where", None)
+        if self.update_samples is None or take_where is None:
+            return []
+        oldest = self.run.version - self.s.max_staleness
+        out: list[RolloutBatch] = []
+        # The receiving thread waits for room in the queue with more of them decoded: take
+        # until none has come for EXPIRING_QUIET_S.
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < EXPIRING_QUIET_S:
+            taken = take_where(lambda b: b.policy_version <= oldest)
+            if not taken:
+                time.sleep(0.005)
+                continue
+            quiet_since = time.monotonic()
+            for batch in taken:
+                if self.admission.admit(batch, self.run.version):
+                    self.run.accept(batch)
+                    out.append(batch)
         return out
 
     def _group_goes(self, out: list[RolloutBatch], samples: int) -> bool:
@@ -217,8 +322,14 @@ class LearnerLoop:
         return (
             self.s.sync_frac < 1
             and ready >= straggler_quorum(self.group.world_size, self.s.sync_frac)
-            and samples >= self.s.min_share * self.update_samples
+            and samples >= self.s.min_share * self._update_target()
         )
+
+    def _update_target(self) -> int:
+        """Samples a full update holds: the fixed number, or a share from each live actor."""
+        if self.update_samples is not None:
+            return self.update_samples
+        return max(1, len(self.admission.roster.live())) * max(1, self.flow) * self._batch_samples
 
     def _arrivals(self) -> list[RolloutBatch]:
         """What the queue holds now, waiting briefly for one batch."""
@@ -238,12 +349,34 @@ class LearnerLoop:
         roster = self.admission.roster
         if self.s.mode == "sync":
             return roster.quorum(contributors)
+        if self.grants is not None:  # an actor sending beyond its grant sets no pace
+            contributors = contributors | self.grants.overdrawn()
+        if self.update_samples is None:
+            # Per actor: a batch from every live actor, of any version the gate admits; a
+            # share over one lets an actor sample its next batch while the learner trains.
+            return roster.quorum(contributors)
         if samples >= self.update_samples:
             return True
         if not self.flow:
             return False  # actors run ahead: more is on its way
-        spent = {a for a, n in at_version.items() if n >= self.flow}
-        return roster.quorum(spent)
+        # Fixed: fewer, once nothing is queued and every live actor has sent what it was
+        # granted with this version (or was granted nothing): more will not come before
+        # the next one.
+        if not self.batches.empty():
+            return False
+        spent = {a for a, n in at_version.items() if n >= self._grant_of(a)}
+        return roster.quorum(spent | self._ungranted(roster.live()))
+
+    def _grant_of(self, actor_id: str) -> int:
+        """What `actor_id` may send with the current version."""
+        if self.grants is None:
+            return self.flow
+        granted = self.grants.of(actor_id, self.run.version)
+        return self.flow if granted is None else granted
+
+    def _ungranted(self, actors: set[str]) -> set[str]:
+        """Of `actors`, those that owe nothing for the current version."""
+        return {a for a in actors if self._grant_of(a) == 0}
 
     def step(self, stop: WarmStop) -> bool:
         """One update; False when there was nothing to train on (stopping)."""
@@ -301,10 +434,23 @@ class LearnerLoop:
         run = self.run
         stats = self.trainer.update(batches, run.env_steps)
         run.trained_samples += int(stats["charts/samples"])
+        if batches:  # a group's rank may take part with none
+            self._batch_samples = max(1, round(stats["charts/samples"] / len(batches)))
         run.version += 1
         self.take_door()  # before any actor can hold this version's weights
-        t_publish = self.publish(stop) if self.lead else 0.0
-        self.admission.roster.new_version()
+        if self.lead:
+            t_publish = self.publish(stop)
+        else:
+            t_publish = 0.0
+            if self.grants is not None and self.flow:
+                # Rank 0 publishes the group's grants: a share for every actor (plan_grants).
+                self.grants.set(run.version, per_actor_grants(self.flow))
+        roster = self.admission.roster
+        roster.new_version()
+        live = roster.live()
+        for actor_id in self._ungranted(live):
+            roster.waiting(actor_id)  # it owes nothing for this version: not silent
+        self._size_queue(len(live))
         for name, value in (
             ("wait", t_wait),
             ("targets", stats["time/learner_targets"]),
@@ -446,7 +592,6 @@ def build_loop(
         door=door,
         seqs=seqs,
         book=book,
-        batches_per_version=batches_per_version(s),
         clock=receiving,
     )
     return LearnerLoop(
@@ -464,4 +609,5 @@ def build_loop(
         metrics=metrics or LearnerMetrics(registry=None),
         receiving=receiving,
         group=group,
+        grants=GrantBook(timeout_s=s.actor_timeout_s, max_actors=s.max_actors, clock=receiving),
     )

@@ -22,6 +22,7 @@ from ppomq.core.signals import WarmStop
 from ppomq.core.store.connect import RedisRetry
 from ppomq.core.store.keys import RunKeys
 from ppomq.core.store.weight_store import WeightStore
+from ppomq.learner.grants import Grants
 from ppomq.proto import pack_weights
 
 log = logging.getLogger("ppomq.learner")
@@ -36,7 +37,8 @@ FINISHED_RETRIES = 40
 
 def batches_per_version(settings: LearnerSettings) -> int:
     """Batches an actor may send per version: --batches-per-version (0: any), one in sync
-    mode. Actors follow it through the weights header; admission holds them to it."""
+    mode: each actor's share under the per-actor rule (grants.py), and what actors that do
+    not read grants follow (the door holds them to their grants)."""
     return 1 if settings.mode == "sync" else int(settings.batches_per_version)
 
 
@@ -84,12 +86,15 @@ class Publisher:
         learner_step: int,
         env_steps: int,
         stop: WarmStop | None = None,
+        grants: Grants | None = None,
     ) -> float:
-        """Publish `state` as `version`; returns the seconds it took."""
+        """Publish `state` as `version`, with what actors may sample with it (`grants`);
+        returns the seconds it took."""
         t0 = time.perf_counter()
+        actor = self.actor if grants is None else {**self.actor, "grants": grants.header()}
         header, blob = pack_weights(
             version, state, model=model, learner_step=learner_step, env_steps=env_steps,
-            extra=self.extra, actor=self.actor,
+            extra=self.extra, actor=actor,
         )  # fmt: skip
 
         def failed(exc: Exception, failures: int) -> None:

@@ -12,6 +12,9 @@ In async mode (`drop_oldest`) a queued batch is dropped instead to make room, co
 surplus: the oldest of the actor with the most batches queued (BatchQueue), so an actor
 that sends faster than the others loses its own batches, never theirs. Actors never wait
 on a learner that cannot use all they send, and it trains on the freshest batches.
+With grants (grants.py), a batch beyond its actor's grant is dropped before its decode,
+counted as surplus, for the price of reading its header (paced beyond `UNGRANTED_PER_S` a
+second, as refusals are), and a hello is recorded there.
 Batches of a version the learner has not published (the door's `future_above`) are refused here too,
 so valid-looking junk never takes a place in the queue. Refused messages are handled at
 most `rejects_per_s` a second (RejectBudget): beyond that this thread pauses after each,
@@ -32,14 +35,17 @@ from typing import Any
 from ppomq.core.transport.curvezmq import actor_id_matches_key, sender_key
 from ppomq.learner.door import Attributed, Door
 from ppomq.learner.episodes import EpisodeBook
+from ppomq.learner.grants import GrantBook
 from ppomq.proto import (
     DecodeError,
     Reason,
     RolloutBatch,
     RolloutSpec,
     SeqTracker,
+    batch_key,
     decode,
     peek_sender,  # the rollout ledger's
+    read_hello,
 )
 
 log = logging.getLogger(__name__)
@@ -49,6 +55,11 @@ log = logging.getLogger(__name__)
 # fair-queues peers, so an honest actor's batches are still read in between. The rate
 # bounds the share of the learner's CPU a flood of junk can take (benchmarks/flood.py).
 REJECTS_PER_S = 500.0
+# Batches beyond their actor's grant, dropped for the price of a header read, handled per
+# second at most before the thread pauses the same way: ten times the refused messages'
+# rate, as each costs a small fraction of a decode. A pause holds up every actor's
+# batches, so the flooder's own are paced only once they cost real time.
+UNGRANTED_PER_S = 5000.0
 
 
 class RejectBudget:
@@ -84,6 +95,15 @@ class BatchQueue(queue.Queue):
             self.not_empty.notify()
             return evicted
 
+    def take_where(self, keep: Callable[[RolloutBatch], bool]) -> list[RolloutBatch]:
+        """Remove and return the queued batches `keep` picks, without waiting."""
+        with self.not_full:
+            taken = [b for b in self.queue if keep(b)]
+            if taken:
+                self.queue = type(self.queue)(b for b in self.queue if not keep(b))
+                self.not_full.notify(len(taken))
+            return taken
+
     def _evict(self) -> RolloutBatch:
         counts = Counter(b.actor_id for b in self.queue)
         most = max(counts.values())
@@ -109,8 +129,12 @@ class BatchReceiver(threading.Thread):
         poll_ms: int = 20,  # how long a stop can wait for this thread (end of every run)
         rejects_per_s: float = REJECTS_PER_S,
         drop_oldest: bool = False,
+        grants: GrantBook | None = None,
+        ungranted_per_s: float = UNGRANTED_PER_S,
     ) -> None:
         super().__init__(name="rollout-receiver", daemon=True)
+        self.grants = grants
+        self._drops = RejectBudget(ungranted_per_s)
         self._make_socket = make_socket
         self.spec = spec
         self.out = out
@@ -150,6 +174,8 @@ class BatchReceiver(threading.Thread):
                 frames = sock.recv(timeout_ms=self.poll_ms)
                 if frames is None:
                     continue
+                if self.grants is not None and not self._granted(frames, authenticated):
+                    continue
                 try:
                     batch = decode(frames, self.spec, seqs)
                     if authenticated:
@@ -176,6 +202,13 @@ class BatchReceiver(threading.Thread):
                     door.count_stale(batch)
                     self._pause(budget)
                     continue
+                if (
+                    self.grants is not None
+                    and self._held_to_grant(batch.policy_version)
+                    and not self.grants.take(batch.actor_id, batch.policy_version)
+                ):  # a new version closed the starving learner's extra batch meanwhile
+                    self._ungranted(batch.actor_id, batch.num_steps * batch.num_envs)
+                    continue
                 door.count_received()
                 if self.drop_oldest:
                     self._put_newest(batch)
@@ -188,6 +221,38 @@ class BatchReceiver(threading.Thread):
                         continue
         finally:
             sock.close()
+
+    def _granted(self, frames: list[Any], authenticated: bool) -> bool:
+        """False for a hello (recorded) and for a batch beyond its actor's grant (dropped,
+        counted); True for everything else, which `decode` then checks. Under CURVE only
+        a header whose actor_id is its sender key's counts against a grant or says hello:
+        a forger cannot use up an honest actor's grant."""
+        assert self.grants is not None
+        if len(frames) == 1:
+            actor_id = read_hello(frames, self.spec.run_id)
+            if actor_id is not None and _sent_by(actor_id, frames, authenticated):
+                self.grants.hello(actor_id)
+                return False
+            return True
+        key = batch_key(frames)
+        if key is None or not _sent_by(key.actor_id, frames, authenticated):
+            return True
+        if not self._held_to_grant(key.policy_version):
+            return True
+        if self.grants.may(key.actor_id, key.policy_version):
+            return True
+        self._ungranted(key.actor_id, key.env_steps)
+        return False
+
+    def _held_to_grant(self, policy_version: int) -> bool:
+        """A batch this old is stale whatever its grant (the door's floor is one version of
+        slack below the gate's): refused as such, here or by the gate, not as surplus."""
+        floor = self.door.stale_below
+        return floor is None or policy_version > floor
+
+    def _ungranted(self, actor_id: str, env_steps: int) -> None:
+        self.door.count_ungranted(actor_id, env_steps)
+        self._pause(self._drops)
 
     def _put_newest(self, batch: RolloutBatch) -> None:
         """Queue `batch`, dropping one queued batch if full (counted as surplus)."""
@@ -215,6 +280,15 @@ class BatchReceiver(threading.Thread):
 def _sender(batch: RolloutBatch, reason: str) -> Attributed:
     """A valid batch's refusal for the ledger."""
     return batch.actor_id, reason, batch.sent, batch.seq
+
+
+def _sent_by(actor_id: str, frames: list[Any], authenticated: bool) -> bool:
+    """Whether `actor_id` may be taken as the sender: always without CURVE, else when it is
+    the sender key's."""
+    if not authenticated:
+        return True
+    key = sender_key(frames[0])
+    return key is not None and actor_id_matches_key(actor_id, key)
 
 
 def _check_key(batch: RolloutBatch, frames: list[Any]) -> None:

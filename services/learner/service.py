@@ -53,8 +53,10 @@ from ppomq.learner.device import describe, resolve_device, resolve_threads
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
 from ppomq.learner.finish import finish_run, mark_finished
+from ppomq.learner.grants import GrantBook
 from ppomq.learner.group import GroupLostError, GroupSpec, LearnerGroup, pick_backend
 from ppomq.learner.loop import LearnerLoop, build_loop
+from ppomq.learner.publisher import batches_per_version
 from ppomq.learner.receiver import BatchQueue, BatchReceiver
 from ppomq.learner.recovery import choose_start, move_aside, resume
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
@@ -195,7 +197,6 @@ def _serve_in(
     seqs = SeqTracker(max_actors=settings.max_actors)  # checked at the door, recorded on acceptance
     book = EpisodeBook(max_actors=settings.max_actors)
     batches: queue.Queue[RolloutBatch] = BatchQueue(maxsize=settings.queue_batches)
-    receiver = _receiver(settings, spec, curve, batches, door, seqs, book)
     loop = build_loop(
         settings=settings,
         trainer=trainer,
@@ -209,6 +210,7 @@ def _serve_in(
         group=group,
         learners=learners,
     )
+    receiver = _receiver(settings, spec, curve, batches, door, seqs, book, loop.grants)
     going = _start(loop, ckpt, new_run=new_run, rebuild=start.rebuild and not new_run, stop=stop)
     if group is not None:
         group.broadcast(_group_start(loop, going))
@@ -277,11 +279,11 @@ def _serve_member(
     seqs = SeqTracker(max_actors=settings.max_actors)
     book = EpisodeBook(max_actors=settings.max_actors)
     batches: queue.Queue[RolloutBatch] = BatchQueue(maxsize=settings.queue_batches)
-    receiver = _receiver(settings, spec, curve, batches, door, seqs, book)
     loop = build_loop(
         settings=settings, trainer=trainer, store=None, batches=batches, recorder=None,
         door=door, seqs=seqs, book=book, metrics=LearnerMetrics(), group=group,
     )  # fmt: skip
+    receiver = _receiver(settings, spec, curve, batches, door, seqs, book, loop.grants)
     start = group.broadcast(None)
     if not start["going"]:
         return True
@@ -308,6 +310,7 @@ def _receiver(
     door: Door,
     seqs: SeqTracker,
     book: EpisodeBook,
+    grants: GrantBook | None,
 ) -> BatchReceiver:
     return BatchReceiver(
         make_socket=lambda: RolloutReceiver(
@@ -323,9 +326,11 @@ def _receiver(
         door=door,
         seqs=seqs,
         book=book,
-        # Async: a full queue drops its oldest batch for the newest (counted as surplus)
-        # rather than blocking actors; sync needs every actor's batch, so it blocks.
-        drop_oldest=settings.mode == "async",
+        # Actors that run ahead (async, --batches-per-version 0): a full queue drops its
+        # oldest batch for the newest (counted as surplus) rather than blocking them. With
+        # grants every batch that passes the door is one an update takes, so it blocks.
+        drop_oldest=settings.mode == "async" and not batches_per_version(settings),
+        grants=grants,
     )
 
 

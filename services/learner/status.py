@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from ppomq.core.settings import LearnerSettings
 from ppomq.core.store.keys import RunKeys
 from ppomq.learner.admission import Admission
 from ppomq.learner.run_state import RunState
+from ppomq.learner.wait_share import WaitShare
 
 log = logging.getLogger("ppomq.learner")
 
@@ -21,6 +23,9 @@ log = logging.getLogger("ppomq.learner")
 FULL_WRITE_EVERY_S = 10.0
 # Status writes happen every second: a failing one is said at most this often.
 WARN_EVERY_S = 10.0
+# The actors whose wait for weights counts: those heard from this recently, as `ppomq
+# status` lists them by default (an Atari actor sends a batch every few seconds).
+LIVE_WITHIN_S = 60.0
 
 
 class StatusWriter:
@@ -40,6 +45,7 @@ class StatusWriter:
         self._rows_written: dict[str, tuple[Any, Any]] = {}
         self._full_at = float("-inf")
         self._warned_at = float("-inf")
+        self.wait_share = WaitShare()
 
     def write(
         self, run: RunState, admission: Admission, counts: dict[str, Any] | None = None
@@ -60,6 +66,12 @@ class StatusWriter:
             "batches_accepted": counts["batches_accepted"],
             "rejects": counts["rejects"],
             "live_actors": counts["live_actors"],
+            # Which side binds (`ppomq status`, the progress line): the learner's recent
+            # share of time waiting for rollouts, and its actors' for weights.
+            "learner_wait_fraction": self.wait_share.observe(run.phase_totals),
+            "actors_weights_wait": actors_weights_wait(
+                admission.actors.values(), since=time.time() - LIVE_WITHIN_S
+            ),
             # Totals of every actor ever seen; per actor in the `actors` hash (bounded).
             "ledger": counts["ledger"],
             "learner_restarts": run.restarts,
@@ -117,3 +129,14 @@ class StatusWriter:
             pipe.hset(self.keys.actors, mapping=changed)
         self._rows_written = marks
         return full
+
+
+def actors_weights_wait(rows: Iterable[dict[str, Any]], *, since: float) -> float | None:
+    """The mean of the `weights_wait` the actors heard from since `since` (Unix time) sent
+    with their last batch; None when none of them sends one (an actor of an older release)."""
+    shares = [
+        float(r["weights_wait"])
+        for r in rows
+        if r.get("weights_wait") is not None and r.get("last_seen", 0.0) >= since
+    ]
+    return round(sum(shares) / len(shares), 4) if shares else None

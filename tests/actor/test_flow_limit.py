@@ -9,7 +9,7 @@ import pytest
 from ppomq.actor.flow_control import FlowControl, flow_limit
 
 
-@pytest.mark.parametrize(("value", "expected"), [(0, 0), (1, 1), (3, 3)])
+@pytest.mark.parametrize(("value", "expected"), [(0, None), (1, 1), (3, 3)])
 def test_async_actors_send_as_many_batches_per_version_as_the_header_allows(value, expected):
     assert flow_limit({"batches_per_version": value}, sync=False) == expected
 
@@ -60,3 +60,30 @@ def test_the_resend_timeout_is_the_setting_or_twice_the_longest_recent_interval(
     for t in range(7, 7 + 8):  # eight quick versions later the slow one is forgotten
         flow.new_version({}, now=float(t))
     assert flow.resend_after_s == 5.0
+
+
+def test_an_actor_follows_its_own_grant_before_batches_per_version():
+    header = {"batches_per_version": 1, "grants": {"actors": {"me": 3, "you": 0}, "others": 0}}
+    assert flow_limit(header, sync=False, actor_id="me") == 3
+    assert flow_limit(header, sync=False, actor_id="you") == 0  # wait: nothing granted
+    assert flow_limit(header, sync=False, actor_id="new") == 0
+    everyone = {"grants": {"actors": {}, "others": 2}}
+    assert flow_limit(everyone, sync=False, actor_id="new") == 2
+
+
+@pytest.mark.parametrize("bad", [[1], {"actors": [1]}, {"actors": {"me": -1}}, {"others": "x"}])
+def test_grants_it_cannot_read_fall_back_to_batches_per_version_with_a_warning(bad, caplog):
+    with caplog.at_level(logging.WARNING):
+        got = flow_limit({"batches_per_version": 2, "grants": bad}, sync=False, actor_id="me")
+    assert got == 2 and "grants" in caplog.text
+
+
+def test_an_actor_granted_nothing_waits_and_says_hello_now_and_then():
+    flow = FlowControl(sync=False, actor_id="me")
+    flow.new_version({"grants": {"actors": {"me": 0}, "others": 1}}, now=0.0)
+    assert flow.must_wait_for_new  # before sending anything
+    assert flow.hello_due(now=0.0)
+    assert not flow.hello_due(now=0.5)
+    assert flow.hello_due(now=1.1)
+    flow.new_version({"grants": {"actors": {"me": 1}, "others": 0}}, now=2.0)
+    assert not flow.must_wait_for_new and not flow.hello_due(now=9.0)  # granted: no hello

@@ -24,7 +24,7 @@ def test_the_nchw_baseline_is_the_same_network_in_another_layout():
                                    rtol=1e-4, atol=1e-4)  # fmt: skip
 
 
-@pytest.mark.slow  # four Nature CNN updates of 1,024 frames: about 15 s
+@pytest.mark.slow  # four Nature CNN updates of 256 frames (--quick)
 def test_quick_run_writes_json_and_markdown(tmp_path):
     cnn_update.main(["--quick", "--threads", "1", "--out", str(tmp_path), "--lock", ""])
     doc = json.loads((tmp_path / "cnn_update.json").read_text())

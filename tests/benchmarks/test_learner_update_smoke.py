@@ -11,7 +11,7 @@ import pytest
 from benchmarks import learner_update
 
 
-@pytest.mark.slow  # times every engine on every case: about 15 s
+@pytest.mark.slow  # times every engine on every case (--quick)
 def test_quick_run_writes_json_and_markdown(tmp_path):
     learner_update.main(["--quick", "--out", str(tmp_path)])
     doc = json.loads((tmp_path / "learner_update.json").read_text())

@@ -51,12 +51,19 @@ def test_two_arms_on_a_tiny_cartpole_give_every_figure(tmp_path: Path, monkeypat
 
 
 def test_the_scan_keeps_the_update_size_of_two_actors() -> None:
-    jobs = bench.plan(["cartpole"], ["runahead-vtrace"], [1], scan=True)
+    jobs = bench.plan(["cartpole"], ["lockstep", "runahead-vtrace"], [1], scan=True)
     sizes = {}
     for job in jobs:
         argv = bench.command(job, Path("/r"))
-        sizes[job.actors] = argv[argv.index("--batch-samples") + 1]
-    assert sizes == {2: "0", 1: "512", 4: "512"}  # 0: 2 actors x 8 envs x 32 steps = 512
+        sizes[job.arm, job.actors] = argv[argv.index("--batch-samples") + 1]
+    # Actors that never wait get the fixed size (2 actors x 8 envs x 32 steps = 512) at any
+    # number of actors; lock-step actors get the per-actor rule (0), which is 512 at 2.
+    assert sizes == {
+        ("lockstep", 2): "0",
+        ("runahead-vtrace", 2): "512",
+        ("runahead-vtrace", 1): "512",
+        ("runahead-vtrace", 4): "512",
+    }
 
 
 def test_the_objective_study_compares_both_objectives_in_sync_mode() -> None:

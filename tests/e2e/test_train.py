@@ -90,7 +90,7 @@ def test_sync_mode_trains_on_one_fresh_batch_per_actor_per_version(tmp_path):
 def test_an_actor_killed_mid_rollout_is_restarted_and_the_learner_keeps_training(tmp_path):
     run_dir = tmp_path / "kill"
     proc = subprocess.Popen(
-        [*PPOMQ, "train", "--actors", "2", "--duration-s", "40", "--total-steps", "0",
+        [*PPOMQ, "train", "--actors", "2", "--duration-s", "20", "--total-steps", "0",
          "--run-dir", str(run_dir), *SMALL],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=_env(),
     )  # fmt: skip

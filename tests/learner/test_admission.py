@@ -75,20 +75,3 @@ def test_its_state_goes_through_a_checkpoint():
     assert back.produced_batches == 2 and back.gate.accepted == 1
     assert back.rejects() == adm.rejects()
     assert back.actors == adm.actors and back.ledger.actors == adm.ledger.actors
-
-
-def test_a_batch_beyond_its_actors_share_of_a_version_is_surplus():
-    adm = _admission(batches_per_version=1, max_staleness=2)
-    assert adm.admit(_batch("a", 0, 5), version=5)
-    # A resend whose original arrived: the same version again, then an older one.
-    assert not adm.admit(_batch("a", 1, 5), version=5)
-    assert adm.admit(_batch("a", 2, 6), version=6)
-    assert not adm.admit(_batch("a", 3, 5), version=6)
-    assert adm.ledger.actors["a"]["surplus"] == 2 and adm.gate.accepted == 2
-    assert adm.rejects() == {}  # valid batches the learner had no use for, not refusals
-    # A resend whose original was lost is the actor's first batch of its version.
-    assert adm.admit(_batch("b", 0, 4), version=6)
-    adm.forget(["a"])
-    assert adm.admit(_batch("a", 0, 5), version=6)  # forgotten: its share too
-    ahead = _admission(batches_per_version=0)  # actors that run ahead have no share
-    assert all(ahead.admit(_batch("c", s, 5), version=5) for s in range(3))

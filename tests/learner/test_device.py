@@ -237,3 +237,18 @@ def test_learner_logs_its_device_and_applied_threads_at_start(tmp_path, flag, wa
         proc.kill()
         proc.wait()
     assert f"learner on cpu (--device cpu), {want} CPU thread(s) (--torch-threads {flag})" in line
+
+
+@pytest.mark.parametrize(
+    ("cpu_max", "cores"),
+    [("150000 100000\n", 2), ("50000 100000\n", 1), ("max 100000\n", None), (None, None)],
+)
+def test_torch_threads_zero_stays_within_the_containers_cpu_quota(tmp_path, cpu_max, cores):
+    """`docker run --cpus 1.5` or a pod's CPU limit of 1.5 on a big host: 2 threads, not one
+    per host CPU queueing for the quota."""
+    path = tmp_path / "cpu.max"
+    if cpu_max is not None:
+        path.write_text(cpu_max)
+    every = len(os.sched_getaffinity(0))
+    assert resolve_threads(0, cpu_max=path) == (every if cores is None else min(every, cores))
+    assert resolve_threads(3, cpu_max=path) == 3

@@ -28,6 +28,7 @@ from ppomq.core.transport.rollouts import RolloutReceiver, RolloutSender
 from ppomq.learner.checkpoint import load_checkpoint
 from ppomq.learner.door import Door
 from ppomq.learner.episodes import EpisodeBook
+from ppomq.learner.grants import per_actor_grants
 from ppomq.learner.loop import build_loop
 from ppomq.learner.receiver import BatchReceiver
 from ppomq.learner.trainer import PPOConfig, PPOTrainer
@@ -255,7 +256,7 @@ def test_a_replayed_seq_queued_behind_its_original_is_refused(tmp_path, redis_ur
     """The receiver only checks a seq against accepted ones, so two queued batches of one
     actor can both pass it: the loop's check at acceptance refuses the second."""
     loop, batches, runner, inference, _ = _setup(
-        tmp_path, redis_url, actors=1, batches_per_version=2
+        tmp_path, redis_url, actors=1, batches_per_version=2, batch_samples=16
     )
     first = _sample(runner, inference, "a", loop.run.version, 7)
     batches.put(first)
@@ -503,19 +504,41 @@ def test_update_size_is_the_setting_whatever_number_of_actors_is_live(tmp_path, 
     assert batches.empty() and loop.admission.gate.accepted == 8
 
 
-def test_lock_step_actors_beyond_the_update_size_wait_for_the_next_update(tmp_path, redis_url):
-    # 4 live lock-step actors, updates of 2 batches: the update does not grow with them;
-    # the other two batches are the next update's (one version old, still admissible).
+def test_lock_step_actors_beyond_a_fixed_update_size_wait_for_the_next_update(tmp_path, redis_url):
+    # 4 live lock-step actors, fixed updates of 2 batches: the update does not grow with
+    # them; the other two batches are the next update's (one version old, still admissible).
     loop, batches, runner, inference, _ = _setup(
-        tmp_path, redis_url, actors=2, batches_per_version=1, max_staleness=2
+        tmp_path, redis_url, actors=2, batches_per_version=1, max_staleness=2, batch_samples=32
     )
-    assert loop.update_samples == 2 * 2 * 8  # --actors x --num-envs x --num-steps
     for seq, actor in enumerate("abcd"):
         batches.put(_sample(runner, inference, actor, 5, seq))
     assert loop.step(WarmStop())
     assert loop.run.last_stats["charts/samples"] == 32 and loop.run.version == 6
     assert loop.step(WarmStop())
     assert loop.run.last_stats["charts/samples"] == 32 and loop.admission.gate.accepted == 4
+
+
+def test_the_per_actor_rule_trains_a_batch_from_every_live_actor(tmp_path, redis_url):
+    # The default rule: no fixed size. The first update has the hinted two actors and
+    # what is queued besides (two more actors' batches); the next waits for a batch from
+    # each of the four: it grows with them, and every batch sent is trained on.
+    loop, batches, runner, inference, _ = _setup(
+        tmp_path, redis_url, actors=2, batches_per_version=1, max_staleness=2
+    )
+    assert loop.update_samples is None
+    for seq, actor in enumerate("abcd"):
+        batches.put(_sample(runner, inference, actor, 5, seq))
+    assert loop.step(WarmStop())
+    assert loop.run.last_stats["charts/samples"] == 4 * 2 * 8 and loop.run.version == 6
+    for seq, actor in enumerate("abc", start=4):
+        batches.put(_sample(runner, inference, actor, 6, seq))
+    waiting = threading.Timer(0.5, lambda: batches.put(_sample(runner, inference, "d", 6, 7)))
+    waiting.start()
+    assert loop.step(WarmStop())  # it waited for d: a live actor
+    waiting.join()
+    assert loop.run.last_stats["charts/samples"] == 4 * 2 * 8 and batches.empty()
+    assert loop.admission.gate.accepted == 8
+    assert loop.plan_grants() == per_actor_grants(1)
 
 
 def test_lock_step_update_trains_once_every_live_actor_has_sent_its_quota(tmp_path, redis_url):

@@ -21,12 +21,14 @@ learner's RSS grows by less than a generous fixed bound. No timing assertion.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import numpy as np
 import pytest
 
@@ -267,3 +269,119 @@ def test_ten_thousand_hostile_messages_are_counted_and_training_goes_on(
     assert rss_after - rss_before < RSS_GROWTH_LIMIT
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert Counter(summary["batches_rejected"]) == before + want
+
+
+VALID_FLOOD = 4_000  # well-formed batches under one id, each at the learner's current version
+GRANT = 1  # --batches-per-version: what each actor may send with one version
+LATEST_EVERY = 10  # the flooder reads the learner's current version every this many sends
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_flood_of_valid_batches_under_one_id_trains_at_most_its_grant(
+    mode: str, redis_url: str, tmp_path: Path
+):
+    """One peer sends well-formed batches under one id of its own, each at the version the
+    learner last published and with the next seq, as fast as the learner reads them (what
+    anyone on the rollout socket could do; under CURVE, any holder of an allowed key). The
+    learner trains on at most that id's grant per version and counts the rest as surplus,
+    and the honest actors' accepted batches keep rising while it lasts."""
+    import redis as redis_lib
+
+    run_id = "valid-flood"
+    staleness = 0 if mode == "sync" else STALENESS
+    rollout = f"tcp://127.0.0.1:{free_port()}"
+    weights = f"tcp://127.0.0.1:{free_port()}"
+    common = ["--redis-url", redis_url, "--run-id", run_id]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    weightserver = Service(
+        "weightserver",
+        [*PPOMQ, "weightserver", *common, "--bind", weights, "--poll-interval-s", "0.2"],
+        logs / "weightserver.log",
+    )
+    learner = Service(
+        "learner",
+        [*PPOMQ, "learner", *common, *ROLLOUT, *LEARNER_SMALL,
+         "--run-dir", str(tmp_path / "run"), "--rollout-bind", rollout, "--total-steps", "0",
+         "--actors", "2", "--target-return", "100000", "--mode", mode, "--max-staleness",
+         str(staleness), "--keep-versions", str(staleness + 2),
+         "--batches-per-version", str(GRANT)],
+        logs / "learner.log",
+    )  # fmt: skip
+
+    def actor(index: int) -> Service:
+        return Service(
+            f"actor-{index}",
+            [*PPOMQ, "actor", "--run-id", run_id, *ROLLOUT, "--actor-index", str(index),
+             "--learner-addr", rollout, "--weightserver-addr", weights],
+            logs / f"actor-{index}.log",
+        )  # fmt: skip
+
+    actors = [actor(0), actor(1)]
+    services = [weightserver, learner, *actors]
+    r = redis_lib.Redis.from_url(redis_url, socket_timeout=5)
+    run_keys = RunKeys(run_id)
+
+    def latest() -> int:
+        raw = r.get(run_keys.latest)
+        return int(raw) if raw else 0
+
+    def rows() -> dict[str, dict[str, Any]]:
+        return {
+            k.decode(): json.loads(v).get("ledger", {})
+            for k, v in r.hgetall(run_keys.actors).items()
+        }
+
+    def accepted(actor_ids: list[str]) -> int:
+        now = rows()
+        return sum(now.get(k, {}).get("accepted", 0) for k in actor_ids)
+
+    watch = while_up(*services, about=lambda: f"actors {rows()}")
+    spec = rollout_spec_for("CartPole-v1", run_id=run_id, num_steps=T, max_bytes=MAX_MESSAGE)
+    own_id = "flooder"
+    batch = whole_episodes(make_batch(spec, np.random.default_rng(5), actor_id=own_id, n=N))
+    first, *rest = encode(batch)
+    header = msgpack.unpackb(first, raw=False)
+
+    try:
+        for s in services:
+            s.start()
+        wait_until(lambda: latest() >= 3, 150, "version 3", **watch)
+        wait_until(lambda: len([a for a in rows().values() if a.get("accepted", 0) >= 1]) == 2,
+                   150, "both honest actors accepted", **watch)  # fmt: skip
+        honest = sorted(rows())
+        assert len(honest) == 2 and own_id not in honest, honest
+        v_start = latest()
+        honest_seen = [accepted(honest)]
+        with RolloutSender(rollout) as flooder:
+            for i in range(VALID_FLOOD):
+                if i % LATEST_EVERY == 0:
+                    header["policy_version"] = latest()
+                header["seq"] = i + 1
+                frames = [msgpack.packb(header, use_bin_type=True), *rest]
+                assert flooder.send(frames, timeout_ms=30_000), "the learner stopped reading"
+                if i + 1 == VALID_FLOOD // 2:
+                    honest_seen.append(accepted(honest))
+            v_end = latest()  # no batch was stamped with a newer version
+            flooder_during = rows().get(own_id, {}).get("accepted", 0)
+            # Open until all is counted: a PUSH socket closed with messages queued may drop
+            # them (src/ppomq/core/transport/rollouts.py).
+            wait_until(lambda: rows().get(own_id, {}).get("received", 0) >= VALID_FLOOD, 150,
+                       "every flooding batch counted", **watch)  # fmt: skip
+            honest_seen.append(accepted(honest))
+        row = rows()[own_id]
+    finally:
+        codes = {s.name: s.stop(timeout=30) for s in reversed(services)}
+        r.close()
+    assert codes["learner"] == STOPPED_BY_SIGTERM, learner.log()
+    versions = v_end - v_start + 1  # the versions the flooder's batches could carry
+    print(f"\nVALID FLOOD: {VALID_FLOOD} batches over versions {v_start}..{v_end}; flooder "
+          f"{row}; honest accepted {honest_seen}")  # fmt: skip
+    # The honest actors trained all along: more of their batches in each half of the flood
+    # (sends are buffered: its second half ends when the learner has counted every batch).
+    assert all(b > a for a, b in itertools.pairwise(honest_seen)), honest_seen
+    # The flooder trained at most its grant per version; the rest was surplus.
+    assert flooder_during <= versions * GRANT, (flooder_during, versions)
+    assert row["accepted"] <= versions * GRANT, (row, versions)
+    # Sync, a batch stamped with a version the learner has since moved past is stale.
+    assert row["accepted"] + row["surplus"] + row["stale"] == VALID_FLOOD, row

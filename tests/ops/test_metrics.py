@@ -77,3 +77,24 @@ def test_port_zero_serves_nothing_and_a_taken_port_is_an_error():
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=f"127.0.0.1:{port}"):
             start_metrics_server(port, addr="127.0.0.1", registry=CollectorRegistry())
+
+
+def test_actor_weights_wait_share_is_served_per_batch_after_the_start_up_one():
+    """The share of the loop spent on weights between two batches, as /metrics serves it:
+    the first batch's window (the wait for the learner's first weights) is start-up."""
+    registry = CollectorRegistry()
+    port = free_port()
+    start_metrics_server(port, addr="127.0.0.1", registry=registry)
+    m = ActorMetrics(registry)
+    m.add_time("weights", 30.0)  # start-up
+    m.add_time("sample", 1.0)
+    assert m.weights_share_since_mark() is None
+    m.add_time("send", 0.5)
+    m.add_time("weights", 8.0)
+    m.add_time("sample", 1.5)
+    assert m.weights_share_since_mark() == pytest.approx(0.8)
+    assert _scrape(port)[("ppomq_actor_weights_wait_fraction", ())] == pytest.approx(0.8)
+    m.add_time("sample", 2.0)
+    assert m.weights_share_since_mark() == 0.0
+    assert m.weights_share_since_mark() is None  # no time passed: nothing to say
+    assert registry.get_sample_value("ppomq_actor_weights_wait_fraction") == 0.0

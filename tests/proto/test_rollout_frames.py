@@ -79,7 +79,7 @@ def test_round_trip_across_episode_ends_and_resets_rebuilds_the_stacks_exactly()
     frames = _wire(encode(batch))
     names = [e["name"] for e in _table(frames)]
     assert "obs" not in names and names[:2] == ["frames", "obs_frames"]
-    assert msgpack.unpackb(frames[0])["schema"] == "ppomq.rollout/1.3"
+    assert msgpack.unpackb(frames[0])["schema"] == "ppomq.rollout/1.4"
     got = decode(frames, spec)
     assert "frames" not in got.arrays and "obs_frames" not in got.arrays
     assert got.arrays["obs"].dtype == np.uint8

@@ -29,7 +29,7 @@ def test_sent_round_trips_and_is_left_out_when_unset():
     batch = make_batch(spec, np.random.default_rng(0), seq=4)
     batch.sent = 5
     frames = encode(batch)
-    assert _header(frames)["sent"] == 5 and _header(frames)["schema"] == "ppomq.rollout/1.3"
+    assert _header(frames)["sent"] == 5 and _header(frames)["schema"] == "ppomq.rollout/1.4"
     assert decode(frames, spec).sent == 5
     batch.sent = None
     assert "sent" not in _header(encode(batch)) and decode(encode(batch), spec).sent is None

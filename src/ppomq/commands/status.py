@@ -23,10 +23,12 @@ import contextlib
 import json
 import os
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ppomq.core.errors import NotFoundError, UsageError
+from ppomq.reports.bottleneck import status_bottleneck
 from ppomq.reports.tables import print_table
 
 DEFAULT_FORGET_AFTER_S = 60.0
@@ -69,6 +71,9 @@ def _actor_row(actor_id: str, raw: bytes, version: int, now: float) -> dict[str,
             + int(led.get("duplicates", 0))
             + sum(int(n) for n in (led.get("invalid") or {}).values()),
             "lost_in_flight": int(led.get("lost_in_flight", 0)),
+            # Its share of time waiting for weights, sent with its last batch (None: an
+            # actor of an older release).
+            "weights_wait": None if a.get("weights_wait") is None else float(a["weights_wait"]),
         }
     except (ValueError, TypeError, KeyError):
         return None
@@ -175,6 +180,7 @@ def _run(args: argparse.Namespace) -> int:
                 as_of_last_update=source == PERSISTED,
             )
     status["source"] = source
+    status["bottleneck"] = asdict(status_bottleneck(status))
     if run_dir is not None:
         from ppomq.core.timeline import current_phase
 
@@ -189,6 +195,7 @@ def _run(args: argparse.Namespace) -> int:
         f"mode {status['mode']} (max staleness {status['max_staleness']}), "
         f"{learners_words(status)}updated {status['status_age_s']} s ago"
     )
+    print(status["bottleneck"]["line"])
     done = status["finished"]
     if done:
         print(f"finished at version {done['version']}, {done['env_steps']:,} env steps")
@@ -223,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
     recent = status["actors"]
     shown = recent if args.all else recent[: args.top]
     print(_actors_line(status, len(shown), persisted=source == PERSISTED))
-    print_table(ACTOR_COLUMNS, actor_cells(shown, time.time()), right={1, 2, 3, 4, 5, 6, 7, 8})
+    print_table(ACTOR_COLUMNS, actor_cells(shown, time.time()), right=set(range(1, 11)))
     if len(shown) < len(recent):
         print(f"{len(recent) - len(shown):,} more heard from within {args.forget_after_s:g} s "
               "not shown (--top N, --all)")  # fmt: skip
@@ -238,7 +245,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 ACTOR_COLUMNS = ["actor", "last seen", "policy v", "age", "batches", "sent", "accepted",
-                 "surplus", "rejected", "lost"]  # fmt: skip
+                 "surplus", "rejected", "lost", "weights wait"]  # fmt: skip
 
 
 def actor_cells(rows: list[dict[str, Any]], now: float) -> list[list[Any]]:
@@ -247,7 +254,8 @@ def actor_cells(rows: list[dict[str, Any]], now: float) -> list[list[Any]]:
     return [
         [a["actor_id"], _ago(now - a["last_seen_unix"]), _dash(a["policy_version"]),
          _dash(a["policy_age"]), a["batches"], "-" if a["sent"] is None else a["sent"],
-         a["accepted"], a["surplus"], a["rejected"], a["lost_in_flight"]]
+         a["accepted"], a["surplus"], a["rejected"], a["lost_in_flight"],
+         "-" if a.get("weights_wait") is None else f"{100 * a['weights_wait']:.0f}%"]
         for a in rows
     ]  # fmt: skip
 
@@ -285,7 +293,9 @@ def register(sub: Any) -> None:
         "status",
         help="show a running learner's version, SPS, actors and rejects",
         description="Reads what the learner reports to Redis: version, SPS, per-actor last "
-        "seen and policy age, rejected batches by reason. Actors not heard from for more "
+        "seen and policy age, rejected batches by reason, and which side binds: the learner "
+        "starved for rollouts (more actors pay) or the actors waiting for its weights (they "
+        "do not), with what to change. Actors not heard from for more "
         "than --forget-after-s (dead, or restarted under a new id) are left out of the "
         "table and counted on one line; with --json they are under `hidden_actors`, never "
         "in `actors`. The table shows the --top actors (trained on first, most recent "

@@ -301,6 +301,15 @@ class ActorMetrics:
         # loading weights (weights), encoding and handing batches to the socket (send).
         self.seconds = Counter("ppomq_actor_seconds", "Main-loop time by phase", ["phase"], **kw)
         self.phase_s: dict[str, float] = dict.fromkeys(ACTOR_PHASES, 0.0)
+        # The weights phase's share of the loop between two batches: near 1, the actor
+        # waits on the learner's updates and another actor replica adds nothing.
+        self.weights_wait = Gauge(
+            "ppomq_actor_weights_wait_fraction",
+            "Share of the main loop's time spent waiting for (and loading) weights between "
+            "the actor's last two batches; near 1: the learner binds, more actors will not help",
+            **kw,
+        )
+        self._marked_s: dict[str, float] | None = None
 
     def add_time(self, phase: str, seconds: float) -> None:
         self.seconds.labels(phase).inc(seconds)
@@ -314,6 +323,22 @@ class ActorMetrics:
             f"{k} {100 * v / total if total else 0.0:.1f}%" for k, v in self.phase_s.items()
         )
         return f"{parts} of {total:.1f} s"
+
+    def weights_share_since_mark(self) -> float | None:
+        """The weights phase's share of the loop's time since the last call, which becomes
+        the new mark, and the `ppomq_actor_weights_wait_fraction` gauge's value. None the
+        first time (what came before is start-up: the wait for the learner's first
+        weights), and when no time passed."""
+        marked, self._marked_s = self._marked_s, dict(self.phase_s)
+        if marked is None:
+            return None
+        spent = {k: v - marked[k] for k, v in self.phase_s.items()}
+        total = sum(spent.values())
+        if total <= 0:
+            return None
+        share = min(max(spent["weights"] / total, 0.0), 1.0)
+        self.weights_wait.set(share)
+        return share
 
     def record_batch(self, *, env_steps: int, policy_version: int) -> None:
         """One batch of `env_steps` (T x N) sent, collected with `policy_version`."""

@@ -28,7 +28,9 @@ def last_error_line(log_path: Path) -> str | None:
             tail = fh.read().decode(errors="replace")
     except OSError:
         return None
-    lines = [ln for ln in tail.splitlines() if ln.startswith("ppomq: error: ")]
+    # Whole lines only: a log on a disk that filled can end in a line cut off mid-word.
+    whole = tail[: tail.rfind("\n") + 1]
+    lines = [ln for ln in whole.splitlines() if ln.startswith("ppomq: error: ")]
     return lines[-1].removeprefix("ppomq: error: ") if lines else None
 
 

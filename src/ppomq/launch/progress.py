@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ppomq.core.store.connect import connect_redis
+from ppomq.reports.bottleneck import status_bottleneck
 
 if TYPE_CHECKING:
     from rich.live import Live
@@ -79,15 +80,17 @@ def current_line(evaluation: Any, raw_status: bytes | None, elapsed_s: float) ->
 
 
 def progress_line(st: dict[str, Any], elapsed_s: float) -> str:
-    """The line for the learner's status `st`, `elapsed_s` into the run."""
+    """The line for the learner's status `st`, `elapsed_s` into the run; it ends with the
+    side that binds when the run knows it (`ppomq status` says what to change)."""
     ret = st.get("mean_return_20")
     shown = "n/a" if ret is None else f"{ret:.1f}"
     rejects = sum(st.get("rejects", {}).values())
+    bound = status_bottleneck(st).short
     return (
         f"steps {st['env_steps']:>8,}  sps {st['sps']:>7,.0f}  "
         f"return {shown:>6}  "
         f"version {st['version']:>5}  rejects {rejects}  "
-        f"[{elapsed_s:5.1f}s]"
+        f"[{elapsed_s:5.1f}s]" + (f"  {bound}" if bound else "")
     )
 
 

@@ -268,3 +268,15 @@ def test_a_learner_or_actor_picks_only_when_asked_and_then_as_train_does():
     learner = load_settings(LearnerSettings, {**pong, "preset": "auto"})
     actor = load_settings(ActorSettings, {**pong, "preset": "auto"})
     assert (learner.num_envs, learner.num_steps) == (actor.num_envs, actor.num_steps) == (4, 128)
+
+
+def test_the_atari_learner_takes_every_core_it_may_use_and_the_mlp_presets_one():
+    """A CNN's update gains from threads and binds on CPUs; an MLP's does not gain
+    (docs/benchmarks/learner.md). 0 is resolved at the learner's start (device.py)."""
+    threads = {
+        name: load_settings(LearnerSettings, {"preset": name}).torch_threads
+        for name in preset_names()
+    }
+    assert threads == {"atari": 0, "cartpole": 1, "mujoco": 1, "mujoco-fast": 1}
+    flag = load_settings(LearnerSettings, {"preset": "atari", "torch_threads": 2})
+    assert flag.torch_threads == 2  # the user's choice still wins

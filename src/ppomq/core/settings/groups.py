@@ -152,17 +152,23 @@ class PPOSettings(SettingsGroup):
     batch_samples: int = Field(
         0,
         ge=0,
-        description="Samples (steps x envs) per PPO update in async mode, whatever number "
-        "of actors is live: whole batches until at least this many; 0: --actors x "
-        "--num-envs x --num-steps, fixed at the start (the configured actors, not the live "
-        "ones). Sync mode takes one batch from each live actor.",
+        description="The update-size rule. 0: a batch from every live actor (with "
+        "--batches-per-version 2 or more, an actor samples its next batches while the "
+        "learner trains, and they go into the next updates), so the update grows with the "
+        "actors and every batch an actor samples is trained on, however many replicas run. "
+        "N > 0 (async): N samples per update (whole batches until at least this many) "
+        "whatever number of actors is live; the "
+        "learner grants per version only the batches its next updates take, and actors "
+        "without a grant wait. Sync mode takes one batch from each live actor.",
     )
     batches_per_version: int = Field(
         1,
         ge=0,
-        description="Batches an actor sends per policy version before it waits for a newer "
-        "one (flow control: bounds staleness and waste); 0: never wait (run ahead). Set on "
-        "the learner; actors follow it through the weights header. Sync mode uses 1.",
+        description="Under --batch-samples 0, the batches an actor may send with one policy "
+        "version before it waits for a newer one: 1 samples in lock-step with the learner, "
+        "2 samples the next batch while the learner trains. 0 (only with "
+        "--batch-samples N): actors never wait and the learner drops what it cannot take. "
+        "Set on the learner; actors follow it through the weights header. Sync mode uses 1.",
     )
     actor_timeout_s: float = Field(
         3.0,
@@ -439,7 +445,8 @@ class LearnerSettings(
         description="CPU threads of the learner's torch (intra-op). 1: what it always "
         "used, right where actors share the machine (`ppomq train`, compose); a learner "
         "with cores of its own (a pod's CPU request) sets their number; 0: every CPU the "
-        "process may run on (its affinity mask).",
+        "process may run on (its affinity mask), within its container's CPU quota (the "
+        "atari preset's choice).",
     )
 
     @field_validator("device")
@@ -453,6 +460,11 @@ class LearnerSettings(
     def _consistent(self) -> LearnerSettings:
         if self.mode == "sync" and self.max_staleness != 0:
             object.__setattr__(self, "max_staleness", 0)
+        if self.mode == "async" and not self.batch_samples and not self.batches_per_version:
+            raise ValueError(
+                "batches_per_version 0 (actors never wait) needs a fixed update size: set "
+                "--batch-samples N, or a share of at least 1 per actor"
+            )
         if self.forget_actor_after_s < self.actor_timeout_s:
             raise ValueError(
                 f"forget_actor_after_s {self.forget_actor_after_s:g} is below actor_timeout_s "
