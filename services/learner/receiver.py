@@ -55,11 +55,11 @@ log = logging.getLogger(__name__)
 # fair-queues peers, so an honest actor's batches are still read in between. The rate
 # bounds the share of the learner's CPU a flood of junk can take (benchmarks/flood.py).
 REJECTS_PER_S = 500.0
-# Batches beyond their actor's grant, dropped for the price of a header read, handled per
-# second at most before the thread pauses the same way: ten times the refused messages'
-# rate, as each costs a small fraction of a decode. A pause holds up every actor's
-# batches, so the flooder's own are paced only once they cost real time.
-UNGRANTED_PER_S = 5000.0
+# Batches beyond their actor's grant, dropped for the price of a header read, are paced at
+# the same rate: with a budget ten times as large one sender flooded ten times as fast, and
+# reading its batches cost the honest actors more than the pauses do (benchmarks/flood.py,
+# valid-flood).
+UNGRANTED_PER_S = REJECTS_PER_S
 
 
 class RejectBudget:
