@@ -273,8 +273,12 @@ class LearnerLoop:
         """Per actor: the batches already queued too. An actor may send several with one
         version (--batches-per-version); left for later updates they would pile up one
         version older each time, until too old to train."""
+        return self._admitted(self._drain())
+
+    def _admitted(self, batches: list[RolloutBatch]) -> list[RolloutBatch]:
+        """Of `batches`, those admission takes, each counted by the run."""
         out = []
-        for batch in self._drain():
+        for batch in batches:
             if self.admission.admit(batch, self.run.version):
                 self.run.accept(batch)
                 out.append(batch)
@@ -305,10 +309,7 @@ class LearnerLoop:
                 time.sleep(0.005)
                 continue
             quiet_since = time.monotonic()
-            for batch in taken:
-                if self.admission.admit(batch, self.run.version):
-                    self.run.accept(batch)
-                    out.append(batch)
+            out += self._admitted(taken)
         return out
 
     def _group_goes(self, out: list[RolloutBatch], samples: int) -> bool:
